@@ -1,0 +1,1 @@
+"""goosectl: the deterministic core (engine, GOOSE machines, logic, agent) and its shell."""

@@ -1,0 +1,1 @@
+"""The simulated breaker/IO board: firmware as tables on the goosectl engine."""

@@ -1,0 +1,1 @@
+"""Bytes only, no policy, no state machines: GOOSE codec, Ethernet transport, serial framing."""
