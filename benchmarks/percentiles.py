@@ -1,0 +1,117 @@
+"""Time single calls and summarise them as percentiles, the way the budgets are written.
+
+Each call is timed on its own with `perf_counter_ns` (the timer's own cost, ~60 ns here,
+is measured and subtracted), so a p99 is a real 99th percentile of calls, not of batches.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+
+@dataclass
+class Percentiles:
+    name: str
+    group: str
+    n: int
+    p50: float
+    p99: float
+    p999: float
+    max: float
+    mean: float
+    baseline: str | None = None
+    ratios: dict[str, float] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, float | int | str | None]:
+        return {
+            "n": self.n,
+            "p50_us": round(self.p50, 3),
+            "p99_us": round(self.p99, 3),
+            "p999_us": round(self.p999, 3),
+            "max_us": round(self.max, 3),
+            "mean_us": round(self.mean, 3),
+            **{f"x_{k}": round(v, 2) for k, v in self.ratios.items()},
+        }
+
+
+RESULTS: dict[str, Percentiles] = {}
+
+
+def _timer_overhead_ns(n: int = 20_000) -> float:
+    clock = time.perf_counter_ns
+    best = []
+    for _ in range(n):
+        a = clock()
+        b = clock()
+        best.append(b - a)
+    best.sort()
+    return float(best[len(best) // 2])
+
+
+def summarise(name: str, group: str, times_ns: list[int] | list[float]) -> Percentiles:
+    xs = sorted(times_ns)
+    n = len(xs)
+
+    def at(q: float) -> float:
+        return xs[min(n - 1, int(q * n))] / 1000.0
+
+    result = Percentiles(
+        name=name,
+        group=group,
+        n=n,
+        p50=at(0.50),
+        p99=at(0.99),
+        p999=at(0.999),
+        max=xs[-1] / 1000.0,
+        mean=sum(xs) / n / 1000.0,
+    )
+    RESULTS[f"{group}/{name}"] = result
+    return result
+
+
+def sample_calls(
+    fn: Callable[[], object], n: int, *, name: str, group: str, warmup: int = 1000
+) -> Percentiles:
+    """Call ``fn`` n times, timing each call; GC is disabled while sampling (and said so)."""
+    for _ in range(warmup):
+        fn()
+    overhead = _timer_overhead_ns()
+    clock = time.perf_counter_ns
+    out = [0] * n
+    gc_was = gc.isenabled()
+    gc.disable()
+    try:
+        for i in range(n):
+            a = clock()
+            fn()
+            out[i] = clock() - a
+    finally:
+        if gc_was:
+            gc.enable()
+    adjusted = [max(0.0, t - overhead) for t in out]
+    return summarise(name, group, adjusted)
+
+
+def ratio(result: Percentiles, baseline: Percentiles) -> Percentiles:
+    """Record result/baseline for p50 and p99 (>1 means slower than the baseline)."""
+    result.baseline = baseline.name
+    if baseline.p50 > 0:
+        result.ratios[f"p50_vs_{baseline.name}"] = result.p50 / baseline.p50
+    if baseline.p99 > 0:
+        result.ratios[f"p99_vs_{baseline.name}"] = result.p99 / baseline.p99
+    return result
+
+
+def format_table() -> str:
+    lines = [
+        f"{'case':58} {'n':>8} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>10}  ratios",
+    ]
+    for key, r in RESULTS.items():
+        rs = " ".join(f"{k}={v:.2f}" for k, v in r.ratios.items())
+        lines.append(
+            f"{key:58} {r.n:>8} {r.p50:>9.2f} {r.p99:>9.2f} {r.p999:>9.2f} {r.max:>10.2f}  {rs}"
+        )
+    return "\n".join(lines)

@@ -1,0 +1,1 @@
+"""Shared test support: peers, privileges, and paths to the shared real-world corpora."""
