@@ -1,0 +1,103 @@
+"""Thin I/O helpers for the shell: a raw pty pair and pyserial ports by path or URL.
+
+This is the only module of protocols/serial that touches the operating system. It
+decides nothing about the protocol; it only hands the runtime (and the simulator and the
+tests) a byte pipe: a pty pair stands in for a USB-serial cable, and pyserial's
+`serial_for_url` gives the same `Serial` interface over a path, `socket://host:port`
+or `loop://`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tty
+from dataclasses import dataclass, field
+
+import serial
+
+DEFAULT_BAUD = 115_200
+
+
+class PortError(OSError):
+    """A serial port that could not be opened or set up, with the path and the reason."""
+
+
+@dataclass
+class PtyPair:
+    """Both ends of a pseudo-terminal in raw mode; `slave_path` is what a Serial opens."""
+
+    master_fd: int
+    slave_fd: int
+    slave_path: str
+    closed: bool = field(default=False)
+
+    def close(self) -> None:
+        """Close both descriptors (idempotent)."""
+        if self.closed:
+            return
+        self.closed = True
+        for fd in (self.master_fd, self.slave_fd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+    def __enter__(self) -> PtyPair:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def open_pty_pair() -> PtyPair:
+    """A new pty pair, slave in raw mode so no byte (0x00, 0x03, 0x11, CR) is interpreted.
+
+    Raw mode matters: a cooked tty would turn 0x0D into 0x0A, swallow XON/XOFF and
+    buffer until newline, silently corrupting COBS frames.
+    """
+    try:
+        master_fd, slave_fd = os.openpty()
+    except OSError as exc:
+        raise PortError(exc.errno, f"cannot allocate a pty pair: {exc.strerror}") from exc
+    try:
+        tty.setraw(slave_fd)
+        path = os.ttyname(slave_fd)
+    except OSError as exc:
+        os.close(master_fd)
+        os.close(slave_fd)
+        raise PortError(exc.errno, f"cannot set the new pty to raw mode: {exc.strerror}") from exc
+    return PtyPair(master_fd, slave_fd, path)
+
+
+def open_serial(
+    url: str,
+    *,
+    baudrate: int = DEFAULT_BAUD,
+    timeout: float | None = 0.0,
+    write_timeout: float | None = None,
+) -> serial.SerialBase:
+    """Open a device path (``/dev/ttyUSB0``, a pty slave) or a pyserial URL.
+
+    URLs: ``loop://`` (bytes written come back), ``socket://host:port`` (TCP, e.g. to a
+    simulator or ser2net), ``rfc2217://...``. 8N1, no flow control: the link protocol
+    carries its own framing and never relies on XON/XOFF (0x11/0x13 are data bytes).
+    ``timeout=0`` makes reads non-blocking, as an event loop wants.
+    """
+    if not url:
+        raise PortError(0, "no serial port given (expected a device path or a URL like loop://)")
+    try:
+        return serial.serial_for_url(
+            url,
+            baudrate=baudrate,
+            bytesize=serial.EIGHTBITS,
+            parity=serial.PARITY_NONE,
+            stopbits=serial.STOPBITS_ONE,
+            timeout=timeout,
+            write_timeout=write_timeout,
+            xonxoff=False,
+            rtscts=False,
+            dsrdtr=False,
+        )
+    except (serial.SerialException, ValueError) as exc:
+        raise PortError(
+            getattr(exc, "errno", None) or 0, f"cannot open serial port {url!r}: {exc}"
+        ) from exc
