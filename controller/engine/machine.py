@@ -1,0 +1,277 @@
+"""A machine instance and `dispatch`: run to completion, return what happened.
+
+Dispatch works on local copies of state and context and commits them only when the whole
+run (the event plus every event its actions raised) succeeded, so a rejected event or a
+failing action leaves the machine exactly as it was. The shell gets a `Step`: the
+transitions taken (for the journal) and the effects to execute.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from controller.engine.context import (
+    ContextError,
+    apply_updates,
+    initial_context,
+    normalise_restored,
+)
+from controller.engine.effects import Effect, Raise, StartTimer
+from controller.engine.registry import Event
+
+if TYPE_CHECKING:
+    from controller.engine.table import Table
+
+NS_PER_MS = 1_000_000
+#: Events raised by actions within one dispatch; more means the table loops on itself.
+MAX_CHAIN = 1000
+
+
+class EngineError(Exception):
+    """The table and its callables disagree at run time (bad router outcome, runaway chain)."""
+
+
+class RejectedEvent(EngineError):
+    """The current state does not accept the event (table policy `reject`)."""
+
+    def __init__(self, machine: str, state: str, event: str, reason: str) -> None:
+        self.machine, self.state, self.event = machine, state, event
+        super().__init__(f"{machine}: event {event!r} rejected in state {state!r}: {reason}")
+
+
+class Step:
+    """The result of one dispatch: transitions taken (source, event, target) and effects."""
+
+    __slots__ = ("effects", "ignored", "state", "transitions")
+
+    def __init__(self, state: str) -> None:
+        self.transitions: list[tuple[str, str, str]] = []
+        self.effects: list[Effect] = []
+        self.state = state
+        self.ignored = 0
+
+    def __repr__(self) -> str:
+        return f"Step(state={self.state!r}, transitions={self.transitions}, effects={self.effects})"
+
+
+class Machine:
+    """One running instance of a `Table`; the only owner of its state and context."""
+
+    __slots__ = (
+        "_ctx",
+        "_rows",
+        "_view",
+        "ctx_fields",
+        "id",
+        "ignored",
+        "started",
+        "state",
+        "table",
+        "transitions_total",
+    )
+
+    def __init__(self, table: Table, machine_id: str, context: dict[str, Any]) -> None:
+        self.table = table
+        self.id = machine_id
+        self.state = table.initial
+        self._rows = table.rows[self.state]
+        self._ctx = initial_context(table.spec.context, context)
+        self._view = MappingProxyType(self._ctx)
+        self.ignored: Counter[str] = Counter()
+        self.transitions_total = 0
+        self.started = False
+
+    @property
+    def ctx(self) -> MappingProxyType:
+        """Read-only view of the context; it changes only through dispatch."""
+        return self._view
+
+    @property
+    def done(self) -> bool:
+        return self.state in self.table.final
+
+    # -- running ----------------------------------------------------------------------
+
+    def start(self, now_ns: int) -> Step:
+        """Enter the initial state: run its entry actions and arm its timers."""
+        if self.started:
+            raise EngineError(f"{self.id}: already started")
+        step = Step(self.state)
+        ctx = self._enter_only(self.state, now_ns, step)
+        self._commit(self.state, ctx, step)
+        self.started = True
+        return step
+
+    def dispatch(self, event: str, now_ns: int, payload: Any = None) -> Step:
+        """Run `event` to completion at time `now_ns`; see the module docstring."""
+        if not self.started:
+            raise EngineError(f"{self.id}: dispatch before start()")
+        state = self.state
+        rows = self._rows.get(event)
+        step = Step(state)
+        if rows is None:
+            return self._unhandled(state, event, "no transition for this event", step)
+        ev = Event(event, payload, now_ns)
+        ctx = self._ctx
+        view = self._view
+        queue: list[Raise] | None = None
+        chain = 0
+        while True:
+            row = None
+            for r in rows:
+                g = r.guard
+                if g is None or bool(g(view, ev)) is not r.negate:
+                    row = r
+                    break
+            if row is None:
+                if chain == 0:
+                    return self._unhandled(state, ev.name, "every guard refused it", step)
+                if self.table.ignore_unhandled:
+                    step.ignored += 1
+                    self.ignored[ev.name] += 1
+                else:
+                    raise RejectedEvent(self.id, state, ev.name, "raised event refused")
+            else:
+                if row.router is not None:
+                    outcome = row.router(view, ev)
+                    try:
+                        row = row.routes[outcome]
+                    except KeyError:
+                        raise EngineError(
+                            f"{self.id}: router {row.router_name!r} returned {outcome!r}, "
+                            f"which is not in its route map {sorted(row.routes)}"
+                        ) from None
+                effects = step.effects
+                if row.stop_timers:
+                    effects.extend(row.stop_timers)
+                for fn in row.exit:
+                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
+                for fn in row.actions:
+                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
+                for fn in row.enter:
+                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
+                if row.start_timers:
+                    effects.extend(row.start_timers)
+                if row.dyn_timers:
+                    effects.extend(_dynamic_timers(row.dyn_timers, ctx))
+                step.transitions.append(row.record)
+                state = row.target
+            if not queue:
+                break
+            chain += 1
+            if chain > MAX_CHAIN:
+                raise EngineError(f"{self.id}: more than {MAX_CHAIN} raised events in one step")
+            raised = queue.pop(0)
+            ev = Event(raised.event, raised.payload, now_ns)
+            rows = self.table.rows[state].get(raised.event)
+            if rows is None:
+                if self.table.ignore_unhandled:
+                    step.ignored += 1
+                    self.ignored[raised.event] += 1
+                    if not queue:
+                        break
+                    continue
+                raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")
+        self._commit(state, ctx, step)
+        return step
+
+    def _apply(self, result, ctx, view, queue, effects):
+        if result is None:
+            return ctx, view, queue
+        if type(result) is dict:
+            ctx = apply_updates(ctx, result, self.table.reducers, f"{self.id}: an action")
+            return ctx, MappingProxyType(ctx), queue
+        if isinstance(result, Effect):
+            effects.append(result)
+            return ctx, view, queue
+        if isinstance(result, Raise):
+            if queue is None:
+                queue = []
+            queue.append(result)
+            return ctx, view, queue
+        if isinstance(result, (list, tuple)):
+            for item in result:
+                ctx, view, queue = self._apply(item, ctx, view, queue, effects)
+            return ctx, view, queue
+        raise ContextError(
+            f"{self.id}: an action returned {type(result).__name__}; expected "
+            "None, a dict of updates, an Effect, a Raise or a list of them"
+        )
+
+    def _unhandled(self, state: str, event: str, reason: str, step: Step) -> Step:
+        if not self.table.ignore_unhandled:
+            raise RejectedEvent(self.id, state, event, reason)
+        self.ignored[event] += 1
+        step.ignored = 1
+        return step
+
+    def _commit(self, state: str, ctx: dict, step: Step) -> None:
+        if ctx is not self._ctx:
+            self._ctx = ctx
+            self._view = MappingProxyType(ctx)
+        if state != self.state:
+            self.state = state
+            self._rows = self.table.rows[state]
+        step.state = state
+        self.transitions_total += len(step.transitions)
+
+    def _enter_only(self, state: str, now_ns: int, step: Step) -> dict:
+        ev = Event("__enter__", None, now_ns)
+        ctx, view, queue = self._ctx, self._view, None
+        for fn in self.table.entry[state]:
+            ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, step.effects)
+        if queue:
+            raise EngineError(f"{self.id}: entry actions of {state!r} raise events on start")
+        starts, dyn, _ = self.table.timer_effects(state)
+        step.effects.extend(starts)
+        step.effects.extend(_dynamic_timers(dyn, ctx))
+        return ctx
+
+    # -- persistence ------------------------------------------------------------------
+
+    def snapshot(self) -> dict[str, Any]:
+        """The authoritative state of this machine, JSON-ready."""
+        return {
+            "machine": self.id,
+            "table": self.table.name,
+            "version": self.table.version,
+            "state": self.state,
+            "context": dict(self._ctx),
+            "transitions_total": self.transitions_total,
+        }
+
+    @classmethod
+    def restore(cls, table: Table, snap: dict[str, Any]) -> Machine:
+        """Rebuild from a snapshot without running entry actions again.
+
+        Armed timers are not part of a machine: whoever owns the timer heap persists and
+        re-arms them (see `runner.Runner`), or calls `rearm_timers` to start them afresh."""
+        if snap.get("table") != table.name:
+            raise EngineError(f"snapshot is of table {snap.get('table')!r}, not {table.name!r}")
+        if snap["state"] not in table.rows:
+            raise EngineError(f"snapshot state {snap['state']!r} is not in table {table.name!r}")
+        m = cls(table, snap["machine"], {})
+        ctx = normalise_restored(snap["context"], table.spec.context)
+        m._ctx, m._view = ctx, MappingProxyType(ctx)
+        m.state = snap["state"]
+        m._rows = table.rows[m.state]
+        m.transitions_total = int(snap.get("transitions_total", 0))
+        m.started = True
+        return m
+
+    def rearm_timers(self) -> list[StartTimer]:
+        """Fresh starts for the current state's timers (after a restore that lost them)."""
+        starts, dyn, _ = self.table.timer_effects(self.state)
+        return [*starts, *_dynamic_timers(dyn, self._ctx)]
+
+
+def _dynamic_timers(dyn: tuple, ctx: dict) -> list[StartTimer]:
+    out = []
+    for name, field, event in dyn:
+        ms = ctx.get(field)
+        if ms is None:
+            continue  # no delay configured: the timer is off
+        out.append(StartTimer(name, int(ms * NS_PER_MS), event))
+    return out

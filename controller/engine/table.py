@@ -1,0 +1,200 @@
+"""The compiled form of a table: what dispatch runs on.
+
+Compilation turns the validated spec into ``{state: {event: (Row, ...)}}`` with every
+callable bound, every constant effect (timer start/cancel) pre-built and every journal
+record tuple pre-made, so a transition is a dict lookup and a few calls.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from controller.engine import builtins
+from controller.engine.context import REDUCERS, ReducerFn
+from controller.engine.effects import CancelTimer, StartTimer
+from controller.engine.findings import Finding, TableError
+from controller.engine.loader import LineOf, load_spec
+from controller.engine.registry import Registry, load_registry_module
+from controller.engine.spec import MachineSpec, TransitionSpec
+from controller.engine.validate import Bound, check, expand_sources
+
+NS_PER_MS = 1_000_000
+
+
+class Row:
+    """One compiled transition (for a routed row: the router plus one Row per outcome)."""
+
+    __slots__ = (
+        "actions",
+        "dyn_timers",
+        "enter",
+        "event",
+        "exit",
+        "guard",
+        "index",
+        "internal",
+        "negate",
+        "record",
+        "router",
+        "router_name",
+        "routes",
+        "source",
+        "start_timers",
+        "stop_timers",
+        "target",
+    )
+
+    def __init__(self, **kw: Any) -> None:
+        for k in self.__slots__:
+            setattr(self, k, kw.get(k))
+
+
+class Table:
+    """A validated, compiled machine description, shared by all its instances."""
+
+    def __init__(self, spec: MachineSpec, bound: Bound, source: str) -> None:
+        self.spec = spec
+        self.name = spec.name
+        self.version = spec.version
+        self.source = source
+        self.initial = spec.initial
+        self.final = frozenset(spec.final)
+        self.ignore_unhandled = spec.on_unhandled == "ignore"
+        self.reducers: dict[str, ReducerFn] = {
+            k: REDUCERS[f.reducer] for k, f in spec.context.items()
+        }
+        self._bound = bound
+        self._timers_by_state: dict[str, list] = {}
+        for tm in spec.timers:
+            self._timers_by_state.setdefault(tm.state, []).append(tm)
+        states = {s.name: s for s in spec.states}
+        self.entry = {
+            n: tuple(bound[("action", a.label())] for a in s.entry) for n, s in states.items()
+        }
+        self.exit = {
+            n: tuple(bound[("action", a.label())] for a in s.exit) for n, s in states.items()
+        }
+        self.rows: dict[str, dict[str, tuple[Row, ...]]] = {n: {} for n in states}
+        for index, t in enumerate(spec.transitions):
+            for src in self._sources(t):
+                row = self._compile(index, t, src)
+                self.rows[src][t.event] = (*self.rows[src].get(t.event, ()), row)
+        self._order_wildcards()
+
+    def _sources(self, t: TransitionSpec) -> list[str]:
+        return expand_sources(self.spec, t.sources())
+
+    def _order_wildcards(self) -> None:
+        """An explicit row for a state wins over a `*` row for the same event."""
+        wild = {i for i, t in enumerate(self.spec.transitions) if "*" in t.sources()}
+        for events in self.rows.values():
+            for ev, rows in events.items():
+                explicit = tuple(r for r in rows if r.index not in wild)
+                if explicit and len(explicit) < len(rows):
+                    events[ev] = explicit
+
+    def timer_effects(self, state: str) -> tuple[tuple, tuple, tuple]:
+        """(pre-built starts, dynamic (name, field, event) starts, cancels) for a state."""
+        starts, dyn, stops = [], [], []
+        for tm in self._timers_by_state.get(state, ()):
+            name = tm.timer_name()
+            stops.append(CancelTimer(name))
+            if isinstance(tm.after_ms, str):
+                dyn.append((name, tm.after_ms, tm.event))
+            else:
+                starts.append(StartTimer(name, int(tm.after_ms * NS_PER_MS), tm.event))
+        return tuple(starts), tuple(dyn), tuple(stops)
+
+    def _compile(self, index: int, t: TransitionSpec, source: str, target: str | None = None):
+        b = self._bound
+        if t.router is not None and target is None:
+            routes = {
+                outcome: self._compile(index, t, source, dest)
+                for outcome, dest in (t.routes or {}).items()
+            }
+            first = next(iter(routes.values()))
+            return Row(
+                index=index,
+                source=source,
+                event=t.event,
+                guard=first.guard,
+                negate=first.negate,
+                router=b[("router", t.router.label())],
+                router_name=t.router.name,
+                routes=routes,
+            )
+        target = target or t.target_from(source)
+        assert target is not None
+        internal = t.internal and target == source
+        starts, dyn, _ = self.timer_effects(target)
+        _, _, stops = self.timer_effects(source)
+        return Row(
+            index=index,
+            source=source,
+            event=t.event,
+            target=target,
+            guard=b[("guard", t.guard.label())] if t.guard else None,
+            negate=bool(t.guard and t.guard.negate),
+            actions=tuple(b[("action", a.label())] for a in t.actions),
+            internal=internal,
+            exit=() if internal else self.exit[source],
+            enter=() if internal else self.entry[target],
+            stop_timers=() if internal else stops,
+            start_timers=() if internal else starts,
+            dyn_timers=() if internal else dyn,
+            record=(source, t.event, target),
+        )
+
+    # -- construction ---------------------------------------------------------------
+
+    @classmethod
+    def from_spec(
+        cls,
+        spec: MachineSpec,
+        registries: Iterable[Registry] = (),
+        source: str | None = None,
+        line_of: LineOf | None = None,
+    ) -> Table:
+        """Validate and compile; raises TableError listing every finding."""
+        src = source or f"<table {spec.name}>"
+        registry, findings = resolve_registry(spec, registries, src)
+        more, bound = check(spec, registry, src, line_of)
+        findings.extend(more)
+        if findings:
+            raise TableError(findings)
+        return cls(spec, bound, src)
+
+    @classmethod
+    def load(cls, path: str | Path, registries: Iterable[Registry] = ()) -> Table:
+        spec, line_of = load_spec(path)
+        return cls.from_spec(spec, registries, str(path), line_of)
+
+    def new(self, machine_id: str | None = None, **context: Any):
+        from controller.engine.machine import Machine
+
+        return Machine(self, machine_id or self.name, context)
+
+
+def resolve_registry(
+    spec: MachineSpec, extra: Iterable[Registry], source: str
+) -> tuple[Registry, list[Finding]]:
+    """Builtins, then the table's own `registry:` modules, then registries given in Python."""
+    findings: list[Finding] = []
+    modules: list[Registry] = []
+    for name in spec.registry:
+        try:
+            modules.append(load_registry_module(name))
+        except LookupError as exc:
+            findings.append(Finding(source, None, name, str(exc), "registry"))
+    return builtins.REGISTRY.merged(*modules, *extra), findings
+
+
+def findings_for(path: str | Path, registries: Iterable[Registry] = ()) -> list[Finding]:
+    """Every finding for a table file (empty when it is valid)."""
+    try:
+        Table.load(path, registries)
+    except TableError as exc:
+        return exc.findings
+    return []
