@@ -316,6 +316,11 @@ class RawSocket:
                 raise TxQueueFullError(
                     exc.errno, f"no buffer space on {self.iface!r}; frame not sent"
                 ) from None
+            if exc.errno in _LINK_GONE:
+                # The kernel also queued ENETDOWN as a pending socket error when the link
+                # went down; this report covers it, so clear it instead of failing the
+                # first send after the link is back up.
+                self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
             raise self._mapped(exc, "send on") from None
         self.stats.sent += 1
 

@@ -1,0 +1,1 @@
+"""Raw Ethernet transport and test-namespace tests (most need root)."""
