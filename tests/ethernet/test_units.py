@@ -48,7 +48,12 @@ def test_assemble_packs_struct_sock_filter_and_resolves_labels() -> None:
         ([bpf.Label("a"), bpf.Label("a"), bpf.Insn(bpf.RET_K)], "defined twice"),
         ([], "1..4096 instructions"),
         (
-            [bpf.Insn(bpf.JEQ_K, 1, "far"), *([bpf.Insn(bpf.RET_K)] * 300), bpf.Label("far"), bpf.Insn(bpf.RET_K)],
+            [
+                bpf.Insn(bpf.JEQ_K, 1, "far"),
+                *([bpf.Insn(bpf.RET_K)] * 300),
+                bpf.Label("far"),
+                bpf.Insn(bpf.RET_K),
+            ],
             "classic BPF allows 0..255",
         ),
         ([bpf.Label("back"), bpf.Insn(bpf.RET_K), bpf.Insn(bpf.JEQ_K, 0, "back")], "is -2"),
