@@ -1,0 +1,108 @@
+"""IEC 61850 UtcTime: 32-bit seconds, 24-bit binary fraction, one quality octet.
+
+The fraction is kept as the raw 24-bit integer (not converted to float nanoseconds), so
+a decoded time re-encodes to the same 8 octets. Conversion to and from nanoseconds uses
+floor one way and ceiling the other, which makes ``UtcTime.from_ns(t.to_ns()) == t`` for
+every t (the 24-bit step is ~59.6 ns, coarser than 1 ns), and matches how Wireshark
+prints the fraction (truncated), so our ISO strings compare equal to tshark's.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+
+from protocols.goose.errors import BadValue
+
+_NS = 1_000_000_000
+_FRAC = 1 << 24
+
+#: Quality octet bits (IEC 61850-8-1 TimeQuality).
+LEAP_SECONDS_KNOWN = 0x80
+CLOCK_FAILURE = 0x40
+CLOCK_NOT_SYNCHRONIZED = 0x20
+ACCURACY_MASK = 0x1F
+ACCURACY_UNSPECIFIED = 31
+
+
+@dataclass(slots=True, frozen=True)
+class UtcTime:
+    """A GOOSE/MMS UtcTime exactly as on the wire; helpers convert to ns and ISO 8601."""
+
+    seconds: int
+    fraction: int = 0
+    quality: int = 0
+
+    type_name = "utc-time"
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, offset: int = 0) -> UtcTime:
+        """Decode the 8 content octets (caller checked the length)."""
+        return cls(int.from_bytes(raw[0:4], "big"), int.from_bytes(raw[4:7], "big"), raw[7])
+
+    def to_bytes(self) -> bytes:
+        """The 8 content octets; range errors name the offending part."""
+        if not 0 <= self.seconds < 1 << 32:
+            raise BadValue(f"utc-time seconds {self.seconds} outside 0..2**32-1")
+        if not 0 <= self.fraction < _FRAC:
+            raise BadValue(f"utc-time fraction {self.fraction} outside 0..2**24-1")
+        if not 0 <= self.quality < 256:
+            raise BadValue(f"utc-time quality {self.quality} outside 0..255")
+        return (
+            self.seconds.to_bytes(4, "big")
+            + self.fraction.to_bytes(3, "big")
+            + bytes((self.quality,))
+        )
+
+    @classmethod
+    def from_ns(cls, ns: int, quality: int = 0) -> UtcTime:
+        """Nanoseconds since the Unix epoch -> UtcTime (fraction rounded up, see module doc)."""
+        seconds, rem = divmod(ns, _NS)
+        fraction = -((-rem * _FRAC) // _NS)  # ceiling
+        if fraction == _FRAC:
+            seconds, fraction = seconds + 1, 0
+        return cls(seconds, fraction, quality)
+
+    def to_ns(self) -> int:
+        """Nanoseconds since the Unix epoch (fraction truncated, like Wireshark prints it)."""
+        return self.seconds * _NS + (self.fraction * _NS >> 24)
+
+    def iso(self) -> str:
+        """ISO 8601 UTC with nanoseconds, e.g. ``2012-03-23T08:12:20.153232157Z``."""
+        base = _dt.datetime(1970, 1, 1, tzinfo=_dt.UTC) + _dt.timedelta(seconds=self.seconds)
+        return f"{base:%Y-%m-%dT%H:%M:%S}.{self.fraction * _NS >> 24:09d}Z"
+
+    @property
+    def leap_seconds_known(self) -> bool:
+        return bool(self.quality & LEAP_SECONDS_KNOWN)
+
+    @property
+    def clock_failure(self) -> bool:
+        return bool(self.quality & CLOCK_FAILURE)
+
+    @property
+    def clock_not_synchronized(self) -> bool:
+        return bool(self.quality & CLOCK_NOT_SYNCHRONIZED)
+
+    @property
+    def accuracy(self) -> int:
+        """Number of significant fraction bits (0..24); 31 means unspecified."""
+        return self.quality & ACCURACY_MASK
+
+
+def time_quality(
+    *,
+    leap_seconds_known: bool = False,
+    clock_failure: bool = False,
+    clock_not_synchronized: bool = False,
+    accuracy: int = ACCURACY_UNSPECIFIED,
+) -> int:
+    """Build the quality octet from its named parts."""
+    if not 0 <= accuracy <= ACCURACY_MASK:
+        raise BadValue(f"time accuracy {accuracy} outside 0..31")
+    return (
+        (LEAP_SECONDS_KNOWN if leap_seconds_known else 0)
+        | (CLOCK_FAILURE if clock_failure else 0)
+        | (CLOCK_NOT_SYNCHRONIZED if clock_not_synchronized else 0)
+        | accuracy
+    )
