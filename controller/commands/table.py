@@ -87,10 +87,7 @@ def read_events(path: Path) -> list[tuple[int, str, object]]:
             continue
         try:
             obj = json.loads(line)
-            if "time_ns" in obj:
-                t = int(obj["time_ns"])
-            else:
-                t = round(float(obj["time_ms"]) * 1_000_000)
+            t = int(obj["time_ns"]) if "time_ns" in obj else round(float(obj["time_ms"]) * 1000000)
             event = obj["event"]
             if not isinstance(event, str):
                 raise ValueError("event must be a string")
@@ -114,26 +111,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     printed = journal.seq if resumed_at is not None else 0
     rejected = 0
 
-    def emit() -> None:
+    def emit(force: bool, now_ns: int) -> None:
+        """Print rows once they are committed: what is printed is what a restart keeps."""
         nonlocal printed
-        journal.flush()
-        for row in journal.db.execute(
-            "SELECT * FROM journal WHERE seq > ? ORDER BY seq", (printed,)
-        ):
-            keys = (
-                "seq",
-                "time_ns",
-                "machine",
-                "event",
-                "source",
-                "target",
-                "effects",
-                "table",
-                "version",
-                "input",
-            )
-            print(json.dumps(dict(zip(keys, row, strict=True)), sort_keys=True))
-            printed = row[0]
+        if force:
+            journal.flush(now_ns)
+        elif not journal.maybe_flush(now_ns):
+            return
+        for row in journal.rows_after(printed):
+            print(json.dumps(row, sort_keys=True))
+            printed = row["seq"]
 
     for pos, (t, event, payload) in enumerate(events):
         if resumed_at is not None and pos <= resumed_at:
@@ -146,10 +133,12 @@ def cmd_run(args: argparse.Namespace) -> int:
             machine = runner.machines[mid]
             journal.record(machine, Step(machine.state), t, pos)
             print(json.dumps({"input": pos, "rejected": str(exc)}), file=sys.stderr)
-        emit()
+        emit(False, t)
+    end_ns = events[-1][0] if events else 0
     if args.until_ms is not None:
-        runner.advance(round(args.until_ms * 1_000_000))
-        emit()
+        end_ns = round(args.until_ms * 1_000_000)
+        runner.advance(end_ns)
+    emit(True, end_ns)
     journal.close()
     if rejected:
         print(f"{rejected} event(s) rejected", file=sys.stderr)

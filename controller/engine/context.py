@@ -39,6 +39,9 @@ def deep_merge(old: Any, new: Any) -> Any:
     return out
 
 
+#: What a field starts as when the table gives no default, per reducer.
+_EMPTY: dict[str, Any] = {"append": (), "sum": 0, "merge": {}}
+
 REDUCERS: dict[str, ReducerFn] = {
     "replace": _replace,
     "append": _append,
@@ -50,8 +53,8 @@ REDUCERS: dict[str, ReducerFn] = {
 def initial_context(fields: Mapping[str, FieldSpec], overrides: Mapping[str, Any]) -> dict:
     ctx = {name: spec.default for name, spec in fields.items()}
     for name, spec in fields.items():
-        if spec.reducer == "append" and ctx[name] is None:
-            ctx[name] = ()
+        if ctx[name] is None and spec.reducer in _EMPTY:
+            ctx[name] = _EMPTY[spec.reducer]
     for k, v in overrides.items():
         if k not in fields:
             raise ContextError(f"context field {k!r} is not declared in the table")

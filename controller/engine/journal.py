@@ -204,6 +204,7 @@ class Journal:
         return [r[0] for r in self.db.execute("SELECT machine FROM checkpoint ORDER BY machine")]
 
     def rows(self, machine: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every journal row (flushing first), optionally of one machine."""
         self.flush()
         sql = "SELECT * FROM journal"
         args: tuple = ()
@@ -211,6 +212,11 @@ class Journal:
             sql += " WHERE machine = ?"
             args = (machine,)
         for r in self.db.execute(sql + " ORDER BY seq", args):
+            yield dict(zip(COLUMNS, r, strict=True))
+
+    def rows_after(self, seq: int) -> Iterator[dict[str, Any]]:
+        """Committed rows with a sequence number above `seq` (no flush)."""
+        for r in self.db.execute("SELECT * FROM journal WHERE seq > ? ORDER BY seq", (seq,)):
             yield dict(zip(COLUMNS, r, strict=True))
 
 

@@ -14,6 +14,7 @@ A completed phase forces the flow to stop.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -32,7 +33,7 @@ def phase_spec(name: str, phases: Sequence[str], version: str = "1") -> MachineS
     if len(phases) < 2:
         raise ValueError("a phase table needs at least two phases")
     rows: list[dict[str, Any]] = [
-        {"source": a, "event": "advance", "target": b} for a, b in zip(phases, phases[1:])
+        {"source": a, "event": "advance", "target": b} for a, b in itertools.pairwise(phases)
     ]
     live = list(phases[:-1])
     rows += [

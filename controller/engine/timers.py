@@ -90,14 +90,14 @@ class TimerHeap:
             self._drop_stale()
             if not self._heap or self._heap[0][0] > now_ns:
                 return
-            deadline, seq, machine, name = heapq.heappop(self._heap)
+            deadline, _seq, machine, name = heapq.heappop(self._heap)
             _, _, event, payload = self._live[machine].pop(name)
             yield Due(deadline, machine, name, event, payload)
 
     def _drop_stale(self) -> None:
         heap, live = self._heap, self._live
         while heap:
-            deadline, seq, machine, name = heap[0]
+            _deadline, seq, machine, name = heap[0]
             cur = live.get(machine, {}).get(name)
             if cur is not None and cur[1] == seq:
                 return
