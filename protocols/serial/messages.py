@@ -288,7 +288,7 @@ class Ack(Message):
     inputs: int
     outputs: int
     boot_counter: int
-    event_seq: int  # seq of the newest event the device has generated (0 if none)
+    event_seq: int  # seq of the newest event generated since boot (POWER_UP is seq 1)
 
 
 @dataclass(frozen=True, slots=True)
