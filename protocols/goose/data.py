@@ -1,6 +1,8 @@
 """The typed MMS Data model carried in allData, plus IEC 61850 helpers (Quality, Dbpos).
 
-One small frozen class per Data choice. Each class has a ``type_name`` equal to the
+One small slots dataclass per Data choice. They are hashable and meant to be treated as
+immutable, but not frozen: a frozen dataclass costs twice as much to construct, and the
+decoder builds one per element on the subscriber's path. Each class has a ``type_name`` equal to the
 choice name used in JSON and by Wireshark (``"bit-string"``, ``"utc-time"`` ...), so a
 value knows how it is printed and encoded without a side table. Values keep exactly what
 is needed to re-encode the bytes they came from (a boolean's octet, a bit-string's padding
@@ -42,7 +44,7 @@ __all__ = [
 ]
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Array:
     """MMS array (tag 0xa1): elements of one type, in order."""
 
@@ -50,7 +52,7 @@ class Array:
     type_name = "array"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Structure:
     """MMS structure (tag 0xa2): the members of a constructed data attribute, in order."""
 
@@ -58,7 +60,7 @@ class Structure:
     type_name = "structure"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Boolean:
     """BOOLEAN (0x83). ``octet`` is the wire octet (IEDs send 0x01 or 0xFF for true);
     None means canonical (0x01/0x00). It does not take part in equality."""
@@ -68,7 +70,7 @@ class Boolean:
     type_name = "boolean"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BitString:
     """BIT STRING (0x84): content octets plus the count of unused bits in the last one.
 
@@ -110,14 +112,14 @@ class BitString:
         return bool(self.data[index >> 3] & (0x80 >> (index & 7)))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BooleanArray(BitString):
     """booleanArray (0x8e): a BIT STRING whose bits are booleans."""
 
     type_name = "booleanArray"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Integer:
     """INTEGER (0x85), 1..8 octets, two's complement.
 
@@ -129,7 +131,7 @@ class Integer:
     type_name = "integer"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Unsigned:
     """Unsigned (0x86): a non-negative INTEGER of 1..8 octets (so at most 2**63-1).
 
@@ -141,7 +143,7 @@ class Unsigned:
     type_name = "unsigned"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class FloatingPoint:
     """FloatingPoint (0x87): IEEE 754 big-endian bytes (4 or 8) behind the exponent octet.
 
@@ -175,7 +177,7 @@ class FloatingPoint:
         return f"FloatingPoint({self.value!r}, bits={self.bits})"
 
 
-@dataclass(slots=True, frozen=True, eq=False)
+@dataclass(slots=True, eq=False)
 class Real:
     """ASN.1 REAL (0x88), held as a Python float; NaN equals NaN, -0.0 differs from 0.0."""
 
@@ -192,7 +194,7 @@ class Real:
         return hash(self._key())
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class OctetString:
     """OCTET STRING (0x89)."""
 
@@ -200,7 +202,7 @@ class OctetString:
     type_name = "octet-string"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class VisibleString:
     """VisibleString (0x8a): printable ASCII 0x20..0x7e only."""
 
@@ -208,7 +210,7 @@ class VisibleString:
     type_name = "visible-string"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class BinaryTime:
     """TimeOfDay (0x8c): milliseconds since midnight, plus days since 1984-01-01 when the
     6-octet form is used (``days`` None selects the 4-octet form)."""
@@ -218,7 +220,7 @@ class BinaryTime:
     type_name = "binary-time"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Bcd:
     """bcd (0x8d): a non-negative INTEGER (MMS carries the value, not BCD nibbles).
 
@@ -230,7 +232,7 @@ class Bcd:
     type_name = "bcd"
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class ObjId:
     """OBJECT IDENTIFIER (0x8f), as its arcs."""
 
@@ -241,7 +243,7 @@ class ObjId:
         return ".".join(map(str, self.arcs))
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class MmsString:
     """MMSString (0x90): UTF-8 text."""
 
@@ -331,7 +333,7 @@ QUALITY_DETAILS = (
 )
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class Quality:
     """IEC 61850 Quality, 13 bits: validity (2), 8 detail bits, source, test, operatorBlocked."""
 

@@ -1,12 +1,14 @@
 """BER codec for MMS Data (the elements of allData), as two tables applied by small loops.
 
-``DECODERS`` maps a tag octet to a function ``(buf, start, stop, depth, budget) -> Data``;
+``DECODERS`` maps a tag octet to a function ``(buf, start, stop, depth) -> Data``;
 ``ENCODERS`` maps a Data class to a function ``(value) -> TLV bytes``. Adding a Data
 choice is one row in each table. Errors carry absolute offsets into ``buf`` and a field
 path built while unwinding (``allData[3].structure[1]``).
 
 Caps (so arbitrary bytes cannot recurse deeply or allocate without bound):
-``MAX_DEPTH`` nested arrays/structures, ``MAX_ELEMENTS`` Data elements per decode call.
+``MAX_DEPTH`` nested arrays/structures, ``MAX_ELEMENTS`` elements per allData, array or
+structure. The total is further bounded by the frame: every element takes at least two
+octets, and frames are capped at ``header.MAX_FRAME``.
 """
 
 from __future__ import annotations
@@ -41,23 +43,21 @@ from protocols.goose.data import (
 )
 from protocols.goose.errors import BadLength, BadTag, BadValue, GooseError, Truncated, TypeMismatch
 from protocols.goose.real import decode_real, encode_real
-from protocols.goose.utctime import UtcTime
+from protocols.goose.utctime import _SECONDS_REST, UtcTime
 
 #: Deepest nesting of arrays/structures accepted (allData itself is depth 0).
 MAX_DEPTH = 16
-#: Most Data elements (at any depth) decoded from one allData.
+#: Most elements in one container (allData, one array, one structure).
 MAX_ELEMENTS = 4096
 
 #: Bytes that may appear in a VisibleString (ISO 646 printable, 0x20..0x7e).
 _VISIBLE = bytes(range(0x20, 0x7F))
 
-Budget = list  # one-element list: elements still allowed in this decode call
+
+# --- decoders: (buf, start, stop, depth) -> Data ------------------------------
 
 
-# --- decoders: (buf, start, stop, depth, budget) -> Data ------------------------------
-
-
-def _dec_boolean(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Boolean:
+def _dec_boolean(buf: bytes, start: int, stop: int, depth: int) -> Boolean:
     if stop - start != 1:
         raise BadLength(f"boolean needs 1 octet, got {stop - start}", offset=start)
     octet = buf[start]
@@ -75,30 +75,30 @@ def _bits(buf: bytes, start: int, stop: int, cls: type[BitString], name: str) ->
     return cls(buf[start + 1 : stop], unused)
 
 
-def _dec_bit_string(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> BitString:
+def _dec_bit_string(buf: bytes, start: int, stop: int, depth: int) -> BitString:
     return _bits(buf, start, stop, BitString, "bit-string")
 
 
-def _dec_boolean_array(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> BitString:
+def _dec_boolean_array(buf: bytes, start: int, stop: int, depth: int) -> BitString:
     return _bits(buf, start, stop, BooleanArray, "booleanArray")
 
 
-def _dec_integer(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Integer:
+def _dec_integer(buf: bytes, start: int, stop: int, depth: int) -> Integer:
     value = decode_signed(buf[start:stop], start, 8)
     return Integer(value, nonminimal_width(buf, start, stop))
 
 
-def _dec_unsigned(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Unsigned:
+def _dec_unsigned(buf: bytes, start: int, stop: int, depth: int) -> Unsigned:
     value = decode_unsigned(buf[start:stop], start, 8, 63)
     return Unsigned(value, nonminimal_width(buf, start, stop))
 
 
-def _dec_bcd(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Bcd:
+def _dec_bcd(buf: bytes, start: int, stop: int, depth: int) -> Bcd:
     value = decode_unsigned(buf[start:stop], start, 8, 63)
     return Bcd(value, nonminimal_width(buf, start, stop))
 
 
-def _dec_float(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> FloatingPoint:
+def _dec_float(buf: bytes, start: int, stop: int, depth: int) -> FloatingPoint:
     n = stop - start
     if n == 5:
         if buf[start] != 8:
@@ -111,15 +111,15 @@ def _dec_float(buf: bytes, start: int, stop: int, depth: int, budget: Budget) ->
     return FloatingPoint(buf[start + 1 : stop])
 
 
-def _dec_real(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Real:
+def _dec_real(buf: bytes, start: int, stop: int, depth: int) -> Real:
     return Real(decode_real(buf[start:stop], start))
 
 
-def _dec_octets(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> OctetString:
+def _dec_octets(buf: bytes, start: int, stop: int, depth: int) -> OctetString:
     return OctetString(buf[start:stop])
 
 
-def _dec_visible(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> VisibleString:
+def _dec_visible(buf: bytes, start: int, stop: int, depth: int) -> VisibleString:
     return VisibleString(visible_text(buf, start, stop))
 
 
@@ -134,14 +134,14 @@ def visible_text(buf: bytes, start: int, stop: int) -> str:
     return raw.decode("ascii")
 
 
-def _dec_mms_string(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> MmsString:
+def _dec_mms_string(buf: bytes, start: int, stop: int, depth: int) -> MmsString:
     try:
         return MmsString(buf[start:stop].decode("utf-8"))
     except UnicodeDecodeError as exc:
         raise BadValue(f"mMSString is not UTF-8: {exc.reason}", offset=start + exc.start) from None
 
 
-def _dec_binary_time(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> BinaryTime:
+def _dec_binary_time(buf: bytes, start: int, stop: int, depth: int) -> BinaryTime:
     n = stop - start
     if n == 4:
         return BinaryTime(int.from_bytes(buf[start:stop], "big"))
@@ -153,17 +153,14 @@ def _dec_binary_time(buf: bytes, start: int, stop: int, depth: int, budget: Budg
     raise BadLength(f"binary-time of {n} octets (want 4 or 6)", offset=start)
 
 
-def _dec_utc_time(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> UtcTime:
+def _dec_utc_time(buf: bytes, start: int, stop: int, depth: int) -> UtcTime:
     if stop - start != 8:
         raise BadLength(f"utc-time of {stop - start} octets (want 8)", offset=start)
-    return UtcTime(
-        int.from_bytes(buf[start : start + 4], "big"),
-        int.from_bytes(buf[start + 4 : start + 7], "big"),
-        buf[start + 7],
-    )
+    seconds, rest = _SECONDS_REST(buf, start)
+    return UtcTime(seconds, rest >> 8, rest & 0xFF)
 
 
-def _dec_obj_id(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> ObjId:
+def _dec_obj_id(buf: bytes, start: int, stop: int, depth: int) -> ObjId:
     if stop == start:
         raise BadLength("empty objId", offset=start)
     if stop - start > 128:
@@ -187,16 +184,16 @@ def _dec_obj_id(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -
     return ObjId(head + tuple(subids[1:]))
 
 
-def _dec_array(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Array:
+def _dec_array(buf: bytes, start: int, stop: int, depth: int) -> Array:
     if depth >= MAX_DEPTH:
         raise BadValue(f"nesting deeper than {MAX_DEPTH} levels", offset=start)
-    return Array(decode_sequence(buf, start, stop, depth + 1, budget, "array"))
+    return Array(decode_sequence(buf, start, stop, depth + 1, "array"))
 
 
-def _dec_structure(buf: bytes, start: int, stop: int, depth: int, budget: Budget) -> Structure:
+def _dec_structure(buf: bytes, start: int, stop: int, depth: int) -> Structure:
     if depth >= MAX_DEPTH:
         raise BadValue(f"nesting deeper than {MAX_DEPTH} levels", offset=start)
-    return Structure(decode_sequence(buf, start, stop, depth + 1, budget, "structure"))
+    return Structure(decode_sequence(buf, start, stop, depth + 1, "structure"))
 
 
 #: tag octet -> (Data choice name, decoder). The whole Data CHOICE as used by GOOSE.
@@ -221,9 +218,7 @@ DATA_TAGS: dict[int, tuple[str, Callable[..., Data]]] = {
 DECODERS = {tag: dec for tag, (_, dec) in DATA_TAGS.items()}
 
 
-def decode_sequence(
-    buf: bytes, pos: int, end: int, depth: int, budget: Budget, name: str
-) -> tuple[Data, ...]:
+def decode_sequence(buf: bytes, pos: int, end: int, depth: int, name: str) -> tuple[Data, ...]:
     """Decode the Data TLVs between ``pos`` and ``end``; errors get ``name[index]`` prefixed."""
     items: list[Data] = []
     append = items.append
@@ -249,10 +244,9 @@ def decode_sequence(
             dec = decoders.get(tag)
             if dec is None:
                 raise BadTag(f"0x{tag:02x} is not a Data choice", offset=pos)
-            budget[0] -= 1
-            if budget[0] < 0:
-                raise BadLength(f"more than {MAX_ELEMENTS} Data elements", offset=pos)
-            append(dec(buf, start, stop, depth, budget))
+            if idx >= MAX_ELEMENTS:
+                raise BadLength(f"more than {MAX_ELEMENTS} elements in one container", offset=pos)
+            append(dec(buf, start, stop, depth))
             pos = stop
             idx += 1
     except GooseError as exc:
@@ -265,7 +259,7 @@ def decode_all_data(buf: bytes, start: int = 0, end: int | None = None) -> tuple
     if not isinstance(buf, bytes):
         buf = bytes(buf)
     stop = len(buf) if end is None else end
-    return decode_sequence(buf, start, stop, 0, [MAX_ELEMENTS], "allData")
+    return decode_sequence(buf, start, stop, 0, "allData")
 
 
 def decode_data(raw: bytes) -> Data:

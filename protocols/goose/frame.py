@@ -12,21 +12,22 @@ from dataclasses import dataclass, field
 
 from protocols.goose.ber import encode_signed, tlv
 from protocols.goose.data import Data
-from protocols.goose.datacodec import encode_all_data, encode_visible
+from protocols.goose.datacodec import decode_sequence, encode_all_data, encode_visible
 from protocols.goose.errors import BadLength, BadValue, GooseError, TypeMismatch
-from protocols.goose.header import S_BIT, GooseHeader, UnknownField, Vlan, parse_header
+from protocols.goose.header import S_BIT, UnknownField, Vlan, parse_fields
 from protocols.goose.utctime import UtcTime
 
 DEFAULT_DST = bytes.fromhex("010ccd010000")
 _EPOCH = UtcTime(0)
 
 
-@dataclass(slots=True, frozen=True, kw_only=True)
+@dataclass(slots=True, unsafe_hash=True)
 class GooseFrame:
     """One GOOSE frame: Ethernet/802.1Q/GOOSE header fields plus the goosePdu.
 
     MAC addresses are 6-byte ``bytes`` (see `mac()`); ``reserved1`` holds the S-bit in
-    bit 15 (`simulated`). ``num_dat_set_entries`` None means "len(all_data)".
+    bit 15 (`simulated`). ``num_dat_set_entries`` None means "len(all_data)". Build it with
+    keywords; treat it as immutable (not frozen only because that triples decode cost).
     """
 
     gocb_ref: str
@@ -57,7 +58,7 @@ class GooseFrame:
 
     def __post_init__(self) -> None:
         if self.num_dat_set_entries is None:
-            object.__setattr__(self, "num_dat_set_entries", len(self.all_data))
+            self.num_dat_set_entries = len(self.all_data)
 
     @property
     def simulated(self) -> bool:
@@ -83,57 +84,40 @@ def mac_str(raw: bytes) -> str:
 
 def decode_frame(buf: bytes, *, vlan: Vlan | None = None) -> GooseFrame:
     """Bytes of one Ethernet frame -> GooseFrame; any defect raises a GooseError."""
-    h = parse_header(buf, vlan=vlan)
-    all_data = h.decode_all_data()
-    if h.num_dat_set_entries != len(all_data):
+    (
+        dst, src, vlan, appid, _length, reserved1, reserved2,
+        gocb_ref, tal, dat_set, go_id, t, st_num, sq_num, simulation, conf_rev, nds_com, nde,
+        all_data_raw, ad_start, unknown, security, trailer, buf, sizes,
+    ) = parse_fields(buf, vlan)  # fmt: skip
+    all_data = decode_sequence(buf, ad_start, ad_start + len(all_data_raw), 0, "allData")
+    if nde != len(all_data):
         raise BadValue(
-            f"numDatSetEntries {h.num_dat_set_entries} but allData has {len(all_data)} entries",
-            offset=h.all_data_offset,
+            f"numDatSetEntries {nde} but allData has {len(all_data)} entries",
+            offset=ad_start,
             path="numDatSetEntries",
         )
     widths = None
-    sizes = h.sizes
-    for i, value in _INT_FIELDS(h):
-        if sizes[i] > len(encode_signed(value)):
-            widths = tuple(
-                sizes[j] if sizes[j] > len(encode_signed(v)) else None for j, v in _INT_FIELDS(h)
-            )
-            break
+    if (
+        sizes[1] > _min_size(tal)
+        or sizes[5] > _min_size(st_num)
+        or sizes[6] > _min_size(sq_num)
+        or sizes[8] > _min_size(conf_rev)
+        or sizes[10] > _min_size(nde)
+    ):
+        widths = tuple(
+            sizes[j] if sizes[j] > _min_size(v) else None
+            for j, v in ((1, tal), (5, st_num), (6, sq_num), (8, conf_rev), (10, nde))
+        )
     return GooseFrame(
-        int_widths=widths,
-        gocb_ref=h.gocb_ref,
-        dat_set=h.dat_set,
-        all_data=all_data,
-        time_allowed_to_live=h.time_allowed_to_live,
-        go_id=h.go_id,
-        t=h.t,
-        st_num=h.st_num,
-        sq_num=h.sq_num,
-        simulation=h.simulation,
-        conf_rev=h.conf_rev,
-        nds_com=h.nds_com,
-        num_dat_set_entries=h.num_dat_set_entries,
-        dst=h.dst,
-        src=h.src,
-        vlan=h.vlan,
-        appid=h.appid,
-        reserved1=h.reserved1,
-        reserved2=h.reserved2,
-        unknown=h.unknown,
-        security=h.security,
-        trailer=h.trailer,
-    )
+        gocb_ref, dat_set, all_data, tal, go_id, t, st_num, sq_num, simulation, conf_rev,
+        nds_com, nde, dst, src, vlan, appid, reserved1, reserved2, unknown, security, trailer,
+        widths,
+    )  # fmt: skip
 
 
-def _INT_FIELDS(h: GooseHeader) -> tuple[tuple[int, int], ...]:
-    """(PDU_FIELDS index, value) of the header INTEGERs, in `int_widths` order."""
-    return (
-        (1, h.time_allowed_to_live),
-        (5, h.st_num),
-        (6, h.sq_num),
-        (8, h.conf_rev),
-        (10, h.num_dat_set_entries),
-    )
+def _min_size(value: int) -> int:
+    """Octets of the minimal encoding of a non-negative INTEGER."""
+    return (value.bit_length() >> 3) + 1
 
 
 def _u32(value: object, name: str, width: int | None = None) -> bytes:

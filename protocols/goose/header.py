@@ -13,14 +13,15 @@ security extension; bytes after Length (Ethernet padding) are ``trailer``.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
 from protocols.goose.ber import decode_unsigned, read_length
 from protocols.goose.data import Data
-from protocols.goose.datacodec import MAX_ELEMENTS, decode_sequence, visible_text
+from protocols.goose.datacodec import decode_sequence, visible_text
 from protocols.goose.errors import BadLength, BadTag, BadValue, GooseError, Truncated
-from protocols.goose.utctime import UtcTime
+from protocols.goose.utctime import _SECONDS_REST, UtcTime
 
 ETHERTYPE_GOOSE = 0x88B8
 TPID_8021Q = 0x8100
@@ -100,9 +101,7 @@ class GooseHeader:
     def decode_all_data(self) -> tuple[Data, ...]:
         """Decode allData now; error offsets are absolute in the original frame."""
         start = self.all_data_offset
-        return decode_sequence(
-            self.buffer, start, start + len(self.all_data), 0, [MAX_ELEMENTS], "allData"
-        )
+        return decode_sequence(self.buffer, start, start + len(self.all_data), 0, "allData")
 
 
 # --- goosePdu field readers: (buf, start, stop) -> value ----------------------------
@@ -126,11 +125,8 @@ def _bool(buf: bytes, start: int, stop: int) -> bool:
 def _utc(buf: bytes, start: int, stop: int) -> UtcTime:
     if stop - start != 8:
         raise BadLength(f"UtcTime needs 8 octets, got {stop - start}", offset=start)
-    return UtcTime(
-        int.from_bytes(buf[start : start + 4], "big"),
-        int.from_bytes(buf[start + 4 : start + 7], "big"),
-        buf[start + 7],
-    )
+    seconds, rest = _SECONDS_REST(buf, start)
+    return UtcTime(seconds, rest >> 8, rest & 0xFF)
 
 
 def _span(buf: bytes, start: int, stop: int) -> tuple[int, int]:
@@ -158,6 +154,7 @@ _NAMES = tuple(row[1] for row in PDU_FIELDS)
 _MANDATORY = tuple(row[3] for row in PDU_FIELDS)
 _DEFAULTS = tuple(row[4] for row in PDU_FIELDS)
 _NFIELDS = len(PDU_FIELDS)
+_HEADER = struct.Struct(">HHHH").unpack_from
 
 
 def is_goose(buf: bytes) -> bool:
@@ -175,6 +172,12 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
     ``vlan`` is the tag the kernel stripped (from PACKET_AUXDATA), if any; a tag still in
     the buffer takes precedence.
     """
+    return GooseHeader(*parse_fields(buf, vlan))
+
+
+def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
+    """The parse itself, returning GooseHeader's fields in order as a list, so that
+    `decode_frame` can build its own model without an intermediate object."""
     if type(buf) is not bytes:
         buf = bytes(buf)
     n = len(buf)
@@ -197,10 +200,7 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
         )
     if n < off + 8:
         raise Truncated("GOOSE header (APPID, Length, Reserved) cut short", offset=n, path="appid")
-    appid = buf[off] << 8 | buf[off + 1]
-    length = buf[off + 2] << 8 | buf[off + 3]
-    reserved1 = buf[off + 4] << 8 | buf[off + 5]
-    reserved2 = buf[off + 6] << 8 | buf[off + 7]
+    appid, length, reserved1, reserved2 = _HEADER(buf, off)
     if length < 8:
         raise BadLength(f"Length {length} < 8 (the header alone)", offset=off + 2, path="length")
     apdu_end = off + length
@@ -250,12 +250,13 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
                 pos = stop
                 continue
             i, name, reader = entry
-            if i < expect:
-                raise BadTag(f"{name} (0x{tag:02x}) is repeated or out of order", offset=pos)
-            for j in range(expect, i):
-                if _MANDATORY[j]:
-                    name = _NAMES[j]
-                    raise BadTag(f"{name} is missing (found 0x{tag:02x} instead)", offset=pos)
+            if i != expect:
+                if i < expect:
+                    raise BadTag(f"{name} (0x{tag:02x}) is repeated or out of order", offset=pos)
+                for j in range(expect, i):
+                    if _MANDATORY[j]:
+                        name = _NAMES[j]
+                        raise BadTag(f"{name} is missing (found 0x{tag:02x} instead)", offset=pos)
             vals[i] = reader(buf, start, stop)
             sizes[i] = stop - start
             expect = i + 1
@@ -269,7 +270,8 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
         raise exc.prefix_path(name) from None
 
     ad_start, ad_stop = vals[11]  # type: ignore[misc]
-    return GooseHeader(
+    vals[11] = buf[ad_start:ad_stop]
+    return [
         buf[0:6],
         buf[6:12],
         vlan,
@@ -277,22 +279,11 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
         length,
         reserved1,
         reserved2,
-        vals[0],  # type: ignore[arg-type]
-        vals[1],  # type: ignore[arg-type]
-        vals[2],  # type: ignore[arg-type]
-        vals[3],  # type: ignore[arg-type]
-        vals[4],  # type: ignore[arg-type]
-        vals[5],  # type: ignore[arg-type]
-        vals[6],  # type: ignore[arg-type]
-        vals[7],  # type: ignore[arg-type]
-        vals[8],  # type: ignore[arg-type]
-        vals[9],  # type: ignore[arg-type]
-        vals[10],  # type: ignore[arg-type]
-        buf[ad_start:ad_stop],
+        *vals,
         ad_start,
         tuple(unknown),
         buf[pdu_end:apdu_end],
         buf[apdu_end:],
         buf,
         sizes,
-    )
+    ]

@@ -10,12 +10,15 @@ prints the fraction (truncated), so our ISO strings compare equal to tshark's.
 from __future__ import annotations
 
 import datetime as _dt
+import struct
 from dataclasses import dataclass
 
 from protocols.goose.errors import BadValue
 
 _NS = 1_000_000_000
 _FRAC = 1 << 24
+#: one C call for seconds and (fraction << 8 | quality)
+_SECONDS_REST = struct.Struct(">II").unpack_from
 
 #: Quality octet bits (IEC 61850-8-1 TimeQuality).
 LEAP_SECONDS_KNOWN = 0x80
@@ -25,7 +28,7 @@ ACCURACY_MASK = 0x1F
 ACCURACY_UNSPECIFIED = 31
 
 
-@dataclass(slots=True, frozen=True)
+@dataclass(slots=True, unsafe_hash=True)
 class UtcTime:
     """A GOOSE/MMS UtcTime exactly as on the wire; helpers convert to ns and ISO 8601."""
 
@@ -37,8 +40,9 @@ class UtcTime:
 
     @classmethod
     def from_bytes(cls, raw: bytes, offset: int = 0) -> UtcTime:
-        """Decode the 8 content octets (caller checked the length)."""
-        return cls(int.from_bytes(raw[0:4], "big"), int.from_bytes(raw[4:7], "big"), raw[7])
+        """Decode 8 content octets at ``offset`` (caller checked the length)."""
+        seconds, rest = _SECONDS_REST(raw, offset)
+        return cls(seconds, rest >> 8, rest & 0xFF)
 
     def to_bytes(self) -> bytes:
         """The 8 content octets; range errors name the offending part."""
