@@ -146,12 +146,10 @@ class Machine:
                 effects = step.effects
                 if row.stop_timers:
                     effects.extend(row.stop_timers)
-                for fn in row.exit:
-                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
-                for fn in row.actions:
-                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
-                for fn in row.enter:
-                    ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, effects)
+                for fn in row.calls:  # exit, transition actions, entry: in that order
+                    res = fn(view, ev)
+                    if res is not None:
+                        ctx, view, queue = self._apply(res, ctx, view, queue, effects)
                 if row.start_timers:
                     effects.extend(row.start_timers)
                 if row.dyn_timers:
@@ -174,7 +172,15 @@ class Machine:
                         break
                     continue
                 raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")
-        self._commit(state, ctx, step)
+        # commit (inlined: this is the hot path)
+        if ctx is not self._ctx:
+            self._ctx = ctx
+            self._view = MappingProxyType(ctx)
+        if state != self.state:
+            self.state = state
+            self._rows = self.table.rows[state]
+        step.state = state
+        self.transitions_total += len(step.transitions)
         return step
 
     def _apply(self, result, ctx, view, queue, effects):

@@ -28,6 +28,7 @@ class Row:
 
     __slots__ = (
         "actions",
+        "calls",
         "dyn_timers",
         "enter",
         "event",
@@ -130,7 +131,7 @@ class Table:
         internal = t.internal and target == source
         starts, dyn, _ = self.timer_effects(target)
         _, _, stops = self.timer_effects(source)
-        return Row(
+        row = Row(
             index=index,
             source=source,
             event=t.event,
@@ -146,6 +147,8 @@ class Table:
             dyn_timers=() if internal else dyn,
             record=(source, t.event, target),
         )
+        row.calls = (*row.exit, *row.actions, *row.enter)
+        return row
 
     # -- construction ---------------------------------------------------------------
 

@@ -1,0 +1,174 @@
+"""Per-transition dispatch, side by side: this engine, `transitions`, `python-statemachine`,
+and a bare dict lookup as the floor; plus this engine with the SQLite journal on.
+
+Cases: (a) a 2-state toggle; (b) a 10-state ring where each transition checks one guard and
+runs one action. Percentiles come from timing single dispatches; ratios are to
+`transitions` (the common Python choice) and to the dict floor.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.percentiles import ratio, sample_calls
+from controller.engine import Journal, Registry, Table
+from controller.engine.spec import MachineSpec
+
+BUDGET_P99_US = 4000.0  # the product's hard limit; the targets are far below
+
+REG = Registry("bench")
+
+
+@REG.guard
+def ok(ctx, ev):
+    return True
+
+
+@REG.action
+def act(ctx, ev):
+    return None
+
+
+def engine_toggle():
+    spec = MachineSpec.model_validate({
+        "name": "toggle", "initial": "off", "states": ["off", "on"], "events": ["flip"],
+        "transitions": [{"source": "off", "event": "flip", "target": "on"},
+                        {"source": "on", "event": "flip", "target": "off"}],
+    })
+    m = Table.from_spec(spec).new("t")
+    m.start(0)
+    return m
+
+
+def engine_ring(n: int = 10):
+    states = [f"s{i}" for i in range(n)]
+    spec = MachineSpec.model_validate({
+        "name": "ring", "initial": "s0", "states": states, "events": ["next"],
+        "transitions": [{"source": s, "event": "next", "target": states[(i + 1) % n],
+                         "guard": "ok", "actions": ["act"]} for i, s in enumerate(states)],
+    })
+    m = Table.from_spec(spec, [REG]).new("r")
+    m.start(0)
+    return m
+
+
+def transitions_ring(n: int = 10):
+    from transitions import Machine  # noqa: PLC0415
+
+    class Model:
+        def ok(self, *a):
+            return True
+
+        def act(self, *a):
+            return None
+
+    states = [f"s{i}" for i in range(n)]
+    model = Model()
+    Machine(model, states=states, initial="s0", auto_transitions=False,
+            transitions=[{"trigger": "next", "source": s, "dest": states[(i + 1) % n],
+                          "conditions": "ok", "after": "act"} for i, s in enumerate(states)])
+    return model
+
+
+def transitions_toggle():
+    from transitions import Machine  # noqa: PLC0415
+
+    class Model:
+        pass
+
+    model = Model()
+    Machine(model, states=["off", "on"], initial="off", auto_transitions=False,
+            transitions=[{"trigger": "flip", "source": "off", "dest": "on"},
+                         {"trigger": "flip", "source": "on", "dest": "off"}])
+    return model
+
+
+def statemachine_ring(n: int = 10):
+    from statemachine import State, StateMachine  # noqa: PLC0415
+
+    attrs = {f"s{i}": State(initial=(i == 0)) for i in range(n)}
+    nxt = None
+    for i in range(n):
+        t = attrs[f"s{i}"].to(attrs[f"s{(i + 1) % n}"], cond="ok", on="act")
+        nxt = t if nxt is None else nxt | t
+    attrs["next"] = nxt
+    attrs["ok"] = lambda self: True
+    attrs["act"] = lambda self: None
+    cls = type("Ring", (StateMachine,), attrs)
+    return cls()
+
+
+def statemachine_toggle():
+    from statemachine import State, StateMachine  # noqa: PLC0415
+
+    class Toggle(StateMachine):
+        off = State(initial=True)
+        on = State()
+        flip = off.to(on) | on.to(off)
+
+    return Toggle()
+
+
+def dict_floor(n: int):
+    table = {(f"s{i}", "next"): f"s{(i + 1) % n}" for i in range(n)}
+    box = ["s0"]
+
+    def step():
+        box[0] = table[(box[0], "next")]
+
+    return step
+
+
+@pytest.mark.parametrize("case", ["toggle", "ring10"])
+def test_dispatch_side_by_side(benchmark, samples, short, case):
+    n = 2 if case == "toggle" else 10
+    group = f"engine-dispatch/{case}"
+    floor = sample_calls(dict_floor(n), samples, name="dict-floor", group=group)
+
+    eng = engine_toggle() if case == "toggle" else engine_ring()
+    ev = "flip" if case == "toggle" else "next"
+    clock = iter(range(10**12))
+    dispatch = eng.dispatch
+    ours = sample_calls(lambda: dispatch(ev, next(clock)), samples, name="goosectl", group=group)
+
+    tr = transitions_toggle() if case == "toggle" else transitions_ring()
+    tr_fire = getattr(tr, ev)
+    theirs = sample_calls(tr_fire, max(2000, samples // 10), name="transitions", group=group)
+
+    sm = statemachine_toggle() if case == "toggle" else statemachine_ring()
+    sm_fire = getattr(sm, ev)
+    psm = sample_calls(sm_fire, max(1000, samples // 50), name="python-statemachine",
+                       group=group)
+
+    for r in (ours, psm, floor):
+        ratio(r, theirs)
+    ratio(ours, floor)
+    benchmark.extra_info.update({k.name: k.as_dict() for k in (ours, theirs, psm, floor)})
+    benchmark.pedantic(lambda: dispatch(ev, 0), rounds=200, iterations=100)
+    assert ours.p99 < BUDGET_P99_US, f"p99 dispatch {ours.p99:.1f} us exceeds the 4 ms limit"
+
+
+@pytest.mark.parametrize("durability", ["group", "sync"])
+def test_dispatch_with_journal(benchmark, samples, tmp_path, durability):
+    """Dispatch + journal record (+ group commit every 5 ms of virtual time)."""
+    group = "engine-dispatch/ring10+journal"
+    eng = engine_ring()
+    journal = Journal(tmp_path / "j.sqlite", durability=durability, interval_ms=5)
+    t = [0]
+    dispatch, record, maybe_flush = eng.dispatch, journal.record, journal.maybe_flush
+
+    def one():
+        t[0] += 20_000  # 50,000 events/s of virtual time
+        now = t[0]
+        step = dispatch("next", now)
+        record(eng, step, now)
+        maybe_flush(now)
+
+    n = samples if durability == "group" else max(500, samples // 100)
+    res = sample_calls(one, n, name=f"goosectl+journal({durability})", group=group)
+    bare = sample_calls(lambda: dispatch("next", 0), samples, name="goosectl", group=group)
+    ratio(res, bare)
+    benchmark.extra_info.update(res.as_dict())
+    benchmark.pedantic(one, rounds=50, iterations=20)
+    journal.close()
+    assert res.p99 < BUDGET_P99_US or durability == "sync"

@@ -1,0 +1,1 @@
+"""Interop tests against independent peers (libiec61850, tshark)."""
