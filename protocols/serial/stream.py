@@ -68,6 +68,8 @@ class StreamDecoder:
         """Consume ``data``; return every message and error it completed, in stream order."""
         out: list[Result] = []
         if not isinstance(data, bytes):
+            if isinstance(data, str):
+                raise TypeError("StreamDecoder.feed() takes the bytes read from the port, not str")
             data = bytes(data)
         base = self._pos
         self._pos += len(data)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import crc as crc_lib
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols.serial import crc
@@ -53,6 +53,7 @@ def test_empty_input_is_init() -> None:
     assert crc.crc16(b"") == 0xFFFF == crc.crc16_reference(b"")
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=300))
 def test_hot_path_equals_reference_and_package(data: bytes) -> None:
     want = crc_lib.Calculator(crc_lib.Crc16.IBM_3740, optimized=True).checksum(data)
@@ -60,6 +61,7 @@ def test_hot_path_equals_reference_and_package(data: bytes) -> None:
     assert crc.crc16_reference(data) == want
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=100))
 def test_appended_crc_has_zero_residue(data: bytes) -> None:
     framed = crc.crc16_append(data)
@@ -68,6 +70,7 @@ def test_appended_crc_has_zero_residue(data: bytes) -> None:
     assert crc.crc16(framed) == crc.RESIDUE
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(min_size=1, max_size=100), st.data())
 def test_single_bit_error_is_detected(data: bytes, draw: st.DataObject) -> None:
     framed = bytearray(crc.crc16_append(data))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from cobs.cobs import _cobs_py
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols.serial.errors import BadCobs, ErrorKind
@@ -97,6 +97,7 @@ def test_size_constants() -> None:
     assert MAX_WIRE == MAX_ENCODED + 1
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=700))
 def test_round_trip_and_no_zero_inside(data: bytes) -> None:
     enc = cobs_encode(data)
@@ -106,12 +107,14 @@ def test_round_trip_and_no_zero_inside(data: bytes) -> None:
     assert wrap(data) == enc + DELIMITER
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=600))
 def test_c_extension_matches_pure_python(data: bytes) -> None:
     # the pure-Python module of the same package is the oracle for the C one we use
     assert cobs_encode(data) == _cobs_py.encode(data)
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(min_size=1, max_size=80).filter(lambda b: 0 not in b))
 def test_decoder_never_raises_anything_but_badcobs(data: bytes) -> None:
     try:

@@ -7,7 +7,7 @@ from dataclasses import FrozenInstanceError, fields
 
 import crc as crc_lib
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols.serial import messages as m
@@ -86,6 +86,7 @@ def test_golden_bytes_configure() -> None:
 
 
 @pytest.mark.parametrize("spec", list(m.SPECS.values()), ids=lambda s: s.name)
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(data=st.data())
 def test_every_type_round_trips(spec: m.MessageSpec, data: st.DataObject) -> None:
     msg = data.draw(message_of(spec))
@@ -95,6 +96,7 @@ def test_every_type_round_trips(spec: m.MessageSpec, data: st.DataObject) -> Non
     assert m.decode_payload(payload, frozenset({spec.kind})) == msg
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(messages())
 def test_decoded_enum_fields_are_enum_members(msg: m.Message) -> None:
     back = m.decode_payload(m.encode_payload(msg))
@@ -152,6 +154,7 @@ def test_too_short() -> None:
     assert info.value.seq is None and not info.value.nackable
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(messages(), st.data())
 def test_any_single_byte_change_is_bad_crc(msg: m.Message, data: st.DataObject) -> None:
     payload = bytearray(m.encode_payload(msg))
@@ -164,6 +167,7 @@ def test_any_single_byte_change_is_bad_crc(msg: m.Message, data: st.DataObject) 
     assert err.seq is None and m.nack_for(err, 1) is None  # untrusted: dropped, not nacked
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.integers(0, 255).filter(lambda v: v != m.VERSION), st.integers(0, 0xFFFF))
 def test_unknown_version_is_nackable_with_seq(version: int, seq: int) -> None:
     payload = with_crc(struct.pack(">BBH", version, m.MsgType.TRIP, seq) + b"future body")
@@ -176,6 +180,7 @@ def test_unknown_version_is_nackable_with_seq(version: int, seq: int) -> None:
     assert m.decode_payload(m.encode_payload(nack)) == nack  # the NACK itself is valid
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.integers(0, 255).filter(lambda c: c not in m.SPECS), st.integers(0, 0xFFFF))
 def test_unknown_type_is_nackable_with_seq(code: int, seq: int) -> None:
     payload = with_crc(struct.pack(">BBH", m.VERSION, code, seq))
@@ -242,6 +247,7 @@ def test_errors_pickle() -> None:
     assert type(back) is UnknownVersion and back.seq == 5 and str(back) == str(info.value)
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=80))
 def test_arbitrary_payloads_only_raise_link_errors(data: bytes) -> None:
     try:

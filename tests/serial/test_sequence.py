@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from protocols.serial.sequence import (
@@ -33,6 +33,7 @@ def test_newer_across_the_wrap() -> None:
     assert seq_distance(1, 0xFFFF) == -2
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(seqs, st.integers(1, 0x7FFF))
 def test_newer_is_antisymmetric(a: int, step: int) -> None:
     b = (a + step) & 0xFFFF
@@ -94,6 +95,7 @@ def test_window_size_must_be_positive() -> None:
         DedupWindow(size=0)
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.lists(st.tuples(st.booleans(), st.integers(0, 6)), max_size=200), seqs)
 def test_at_most_once_under_retries_and_late_copies(
     ops: list[tuple[bool, int]], start: int

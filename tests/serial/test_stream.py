@@ -82,6 +82,11 @@ def test_accepts_bytearray_and_memoryview() -> None:
     assert StreamDecoder().feed(memoryview(wire)) == [SAMPLE[0]]
 
 
+def test_str_is_refused_with_a_clear_error() -> None:
+    with pytest.raises(TypeError, match="not str"):
+        StreamDecoder().feed("\x01\x00")  # type: ignore[arg-type]
+
+
 def test_empty_frames_are_ignored_not_errors() -> None:
     dec = StreamDecoder()
     assert dec.feed(b"\x00\x00" + frame(SAMPLE[0]) + b"\x00") == [SAMPLE[0]]
@@ -181,7 +186,7 @@ soup_items = st.lists(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=300, deadline=None)
 @given(soup_items, st.lists(st.integers(0, 6000), max_size=30))
 def test_soup_every_untouched_frame_is_decoded(items: list, cuts: list[int]) -> None:
     """Random byte soup interleaved with frames: every frame not glued to junk survives.
@@ -207,6 +212,7 @@ def test_soup_every_untouched_frame_is_decoded(items: list, cuts: list[int]) -> 
     assert all(isinstance(x, m.Message | LinkProtocolError) for x in out)
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.lists(messages(), min_size=1, max_size=12), st.data())
 def test_one_corrupted_byte_loses_only_its_own_frame(frames: list, data: st.DataObject) -> None:
     wires = [frame(x) for x in frames]
@@ -221,6 +227,7 @@ def test_one_corrupted_byte_loses_only_its_own_frame(frames: list, data: st.Data
     assert 1 <= dec.error_count <= 2  # a byte turned into 0x00 splits the frame in two
 
 
+@settings(deadline=None)  # no wall-clock assertions in unit tests
 @given(st.binary(max_size=3000), st.lists(st.integers(0, 3000), max_size=20))
 def test_arbitrary_bytes_never_raise_and_stay_bounded(data: bytes, cuts: list[int]) -> None:
     for accept in (None, m.SENT_BY_DEVICE, m.SENT_BY_CONTROLLER):
