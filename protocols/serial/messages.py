@@ -399,6 +399,16 @@ TABLE: tuple[tuple[MsgType, type[Message], Kind, bool, tuple[Field, ...]], ...] 
 )
 
 
+# Rules across fields of one body, checked by encode and decode like field codes are:
+# (field blamed, predicate over the body values in table order, why it must hold).
+Constraint = tuple[str, Callable[[tuple], bool], str]
+CONSTRAINTS: Mapping[MsgType, tuple[Constraint, ...]] = {
+    MsgType.SET_OUTPUT: (
+        ("values", lambda v: v[1] & ~v[0] == 0, "sets bits outside mask (they must be 0)"),
+    ),
+}
+
+
 @dataclass(frozen=True, slots=True)
 class MessageSpec:
     """One compiled row: everything encode/decode need, precomputed once at import."""
@@ -413,6 +423,7 @@ class MessageSpec:
     offsets: tuple[int, ...]  # payload offset of each body field
     checked: tuple[tuple[int, Mapping[int, object]], ...]  # (field index, allowed codes)
     get: Callable[[Message], tuple]
+    constraints: tuple[tuple[int, Callable[[tuple], bool], str], ...]
 
     @property
     def name(self) -> str:
@@ -445,8 +456,21 @@ def _compile(row: tuple[MsgType, type[Message], Kind, bool, tuple[Field, ...]]) 
     else:
         get = attrgetter(*names)
     checked = tuple((i, f[2]) for i, f in enumerate(body) if f[2] is not None)
+    constraints = tuple(
+        (names.index(field), rule, why) for field, rule, why in CONSTRAINTS.get(code, ())
+    )
     return MessageSpec(
-        code, cls, kind, needs_sync, body, struct.Struct(fmt), size, tuple(offsets), checked, get
+        code,
+        cls,
+        kind,
+        needs_sync,
+        body,
+        struct.Struct(fmt),
+        size,
+        tuple(offsets),
+        checked,
+        get,
+        constraints,
     )
 
 
@@ -480,6 +504,9 @@ def encode_payload(msg: Message) -> bytes:
         packed = spec.full.pack(VERSION, spec.code, msg.seq, *values)
     except (struct.error, TypeError) as exc:
         raise EncodeError(f"{spec.name}: cannot pack {msg!r}: {exc}") from None
+    for i, rule, why in spec.constraints:
+        if not rule(values):
+            raise EncodeError(f"{spec.name}.{spec.fields[i][0]} {why}: {msg!r}")
     return packed + _crc.crc16(packed).to_bytes(CRC_SIZE, "big")
 
 
@@ -542,7 +569,13 @@ def decode_payload(payload: bytes, accept: frozenset[Kind] | None = None) -> Mes
                     offset=spec.offsets[i],
                     **head,
                 ) from None
-    return spec.cls(seq, *values[3:])
+    body = tuple(values[3:])
+    for i, rule, why in spec.constraints:
+        if not rule(body):
+            raise BadFieldValue(
+                f"{spec.name}.{spec.fields[i][0]} {why}", offset=spec.offsets[i], **head
+            )
+    return spec.cls(seq, *body)
 
 
 # ---------------------------------------------------------------- errors -> NACK

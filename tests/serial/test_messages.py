@@ -137,6 +137,7 @@ def test_config_defaults_from_the_issue() -> None:
         (m.Ack(1, m.MsgType.ACK, 0, 0, 0, 0, 0, 0, 0), "ACK.command"),
         (m.Configure(1, m.ConfigParam.ANTI_PUMP, "1"), "CONFIGURE"),  # type: ignore[arg-type]
         (m.Message(1), "not a device-link message"),
+        (m.SetOutput(1, 0x00F0, 0x0101), "SET_OUTPUT.values sets bits outside mask"),
     ],
 )
 def test_unencodable_messages_raise_encode_error(msg: m.Message, words: str) -> None:
@@ -221,13 +222,14 @@ def test_bad_body_length(delta: int) -> None:
         (b"\x01\x42\x00\x01\x01\x02", 5, "active"),  # bool 2
         (b"\x01\x07\x00\x01\x63\x00\x00\x00\x01", 4, "param"),  # no parameter 0x63
         (b"\x01\x80\x00\x01\x40" + bytes(12), 4, "command"),  # ACK for an event type
+        (b"\x01\x05\x00\x01\x00\xf0\x01\x01", 6, "values"),  # SET_OUTPUT outside mask
     ],
 )
 def test_bad_field_value_names_field_and_offset(payload: bytes, offset: int, field: str) -> None:
     with pytest.raises(BadFieldValue) as info:
         m.decode_payload(with_crc(payload))
     err = info.value
-    assert err.offset == offset and f".{field} holds" in err.reason
+    assert err.offset == offset and f".{field} " in err.reason
     assert m.nack_for(err, 0).detail == offset
 
 
