@@ -1,0 +1,134 @@
+"""GOOSE subscriptions and publications as validated configuration.
+
+SCL conventions apply where users copy values from SCL: APPID and VLAN id may be given as
+hex strings ("0x3001" or "3001" with `hex: true` style prefixes are not guessed: write
+0x...), MinTime/MaxTime are milliseconds, and a stream is matched on (dst MAC, APPID,
+gocbRef), never on APPID alone.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from protocols.ethernet.mac import MacError, parse_mac
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _int_any(v: Any) -> Any:
+    if isinstance(v, str):
+        s = v.strip().lower()
+        try:
+            return int(s, 16) if s.startswith("0x") else int(s)
+        except ValueError:
+            raise ValueError(f"{v!r} is not a number (use decimal or 0x-prefixed hex)") from None
+    return v
+
+
+def _mac(v: Any) -> bytes:
+    try:
+        return parse_mac(v)
+    except MacError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _shape(v: Any) -> Any:
+    """Member types as written in a config -> the hashable form `data_shape` produces."""
+    if isinstance(v, list):
+        if len(v) == 2 and isinstance(v[0], str) and isinstance(v[1], list):
+            return (v[0], tuple(_shape(x) for x in v[1]))
+        return tuple(_shape(x) for x in v)
+    return v
+
+
+class VlanCfg(_Cfg):
+    id: int = Field(ge=0, le=4095)
+    priority: int = Field(default=4, ge=0, le=7)
+
+    _num = field_validator("id", mode="before")(_int_any)
+
+
+class ABCfg(_Cfg):
+    """Receive the stream on two networks: interfaces A and B, or two VLAN ids on one."""
+
+    mode: Literal["merge", "preferred"] = "merge"
+    failback: Literal["auto", "manual"] = "auto"
+    vlan_a: int | None = None
+    vlan_b: int | None = None
+
+
+class SubscriptionCfg(_Cfg):
+    name: str | None = None
+    gocb_ref: str
+    appid: int = Field(ge=0, le=0xFFFF)
+    dst: bytes
+    go_id: str | None = None
+    dat_set: str | None = None
+    conf_rev: int | None = None
+    vlan: int | None = Field(default=None, ge=0, le=4095)
+    members: tuple | None = None
+    ab: ABCfg | None = None
+
+    _num = field_validator("appid", "vlan", mode="before")(_int_any)
+    _dst = field_validator("dst", mode="before")(_mac)
+    _members = field_validator("members", mode="before")(_shape)
+
+    @property
+    def key(self) -> tuple[bytes, int, str]:
+        return (self.dst, self.appid, self.gocb_ref)
+
+    @property
+    def label(self) -> str:
+        return self.name or self.gocb_ref
+
+
+class PublisherCfg(_Cfg):
+    name: str | None = None
+    gocb_ref: str
+    dat_set: str
+    go_id: str | None = None
+    conf_rev: int = Field(default=1, ge=0, le=0xFFFFFFFF)
+    appid: int = Field(ge=0, le=0xFFFF)
+    dst: bytes
+    src: bytes = bytes(6)
+    vlan: VlanCfg | None = None
+    simulation: bool = False
+    nds_com: bool = False
+    members: tuple = ()
+    initial: list[Any] = Field(default_factory=list)
+    schedule: Literal["doubling", "fixed-burst"] = "doubling"
+    min_time_ms: float = Field(default=4.0, gt=0)
+    max_time_ms: float = Field(default=1000.0, gt=0)
+    burst_count: int = Field(default=4, ge=1, le=1000)
+    tal_factor: float = Field(default=2.0, gt=0)
+    sides: Literal["A", "B", "both"] = "A"
+
+    _num = field_validator("appid", mode="before")(_int_any)
+    _macs = field_validator("dst", "src", mode="before")(_mac)
+    _members = field_validator("members", mode="before")(_shape)
+
+    @model_validator(mode="after")
+    def _times(self) -> PublisherCfg:
+        if self.max_time_ms < self.min_time_ms:
+            raise ValueError("max_time_ms must be >= min_time_ms")
+        return self
+
+
+class GooseConfig(_Cfg):
+    interface_a: str | None = None
+    interface_b: str | None = None
+    subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
+    publishers: list[PublisherCfg] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _unique(self) -> GooseConfig:
+        seen: set = set()
+        for i, s in enumerate(self.subscriptions):
+            if s.key in seen:
+                raise ValueError(f"subscriptions[{i}]: duplicate stream (dst, appid, gocb_ref)")
+            seen.add(s.key)
+        return self

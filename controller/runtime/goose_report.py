@@ -1,0 +1,135 @@
+"""Turn the hub's reports into what `listen` and `replay` print: JSON lines or a table.
+
+Frames carry the `goosectl decode --json` keys plus `class`, `flags` and `stream_state`;
+stream changes are ``{"event": "stream", "gocbRef", "appid", "side", "state"}``. Full
+decoding happens here, for printing, never on the controller's hot path.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any, TextIO
+
+from controller.goose.effects import FrameClassified, PublisherSides, StreamState
+from controller.goose.hub import GooseHub
+from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
+
+
+class Reporter:
+    def __init__(
+        self,
+        hub: GooseHub,
+        as_json: bool,
+        out: TextIO = sys.stdout,
+        appid: int | None = None,
+        gocb_ref: str | None = None,
+    ) -> None:
+        self.hub = hub
+        self.as_json = as_json
+        self.out = out
+        self.appid = appid
+        self.gocb_ref = gocb_ref
+        self.t0: float | None = None
+
+    def _stream_state(self, stream_id: str) -> str | None:
+        m = self.hub.runner.machines.get(stream_id)
+        return m.state if m is not None else None
+
+    def _wanted(self, appid: int | None, gocb_ref: str | None) -> bool:
+        return (self.appid is None or appid == self.appid) and (
+            self.gocb_ref is None or gocb_ref == self.gocb_ref
+        )
+
+    def frame(
+        self, number: int, ts_ns: int, buf: bytes, vlan: Vlan | None, effects: list[Any]
+    ) -> None:
+        verdict = next((e for e in effects if type(e) is FrameClassified), None)
+        time_s = ts_ns / 1e9
+        try:
+            obj = frame_to_json(decode_frame(buf, vlan=vlan), number=number, time=time_s)
+        except GooseError as exc:
+            obj = {
+                "frame": number,
+                "time": time_s,
+                "error": str(exc),
+                "offset": exc.offset,
+                "field": exc.path,
+            }
+        if not self._wanted(obj.get("appid"), obj.get("gocbRef")):
+            return
+        if verdict is not None:
+            obj["class"] = verdict.cls
+            obj["flags"] = list(verdict.flags)
+            obj["stream_state"] = self._stream_state(verdict.stream)
+            if verdict.side in ("A", "B"):
+                obj["side"] = verdict.side
+        self._emit(obj, lambda: self._frame_text(obj, time_s))
+        self.effects(effects)
+
+    def effects(self, effects: list[Any]) -> None:
+        for e in effects:
+            if type(e) is StreamState:
+                stream = self.hub.bank.by_id.get(e.stream)
+                gocb, appid = (stream.gocb_ref, stream.appid) if stream else (None, None)
+                if not self._wanted(appid, gocb):
+                    continue
+                obj = {
+                    "event": "stream",
+                    "gocbRef": gocb,
+                    "appid": appid,
+                    "side": e.side,
+                    "state": e.state,
+                }
+                self._emit(
+                    obj,
+                    lambda o=obj: (
+                        f"-- stream {o['gocbRef']} appid "
+                        f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
+                    ),
+                )
+            elif type(e) is PublisherSides:
+                obj = {
+                    "event": "publisher",
+                    "gocbRef": e.gocb_ref,
+                    "active": list(e.active),
+                    "reason": e.reason,
+                }
+                self._emit(
+                    obj,
+                    lambda o=obj: (
+                        f"-- publisher {o['gocbRef']}: active "
+                        f"{','.join(o['active'])} ({o['reason']})"
+                    ),
+                )
+
+    def _frame_text(self, obj: dict, time_s: float) -> str:
+        if self.t0 is None:
+            self.t0 = time_s
+        if "error" in obj:
+            return f"{obj['frame']:>6} {time_s - self.t0:10.6f}  malformed: {obj['error']}"
+        flags = ",".join(obj.get("flags", [])) or "-"
+        return (
+            f"{obj['frame']:>6} {time_s - self.t0:10.6f}  0x{obj['appid']:04x} "
+            f"{obj['gocbRef']:<40} st={obj['stNum']:<8} sq={obj['sqNum']:<8} "
+            f"tal={obj['timeAllowedtoLive']:<6} {obj.get('class', '?'):<15} "
+            f"{obj.get('stream_state') or '-':<15} {flags}"
+        )
+
+    def _emit(self, obj: dict, text) -> None:
+        if self.as_json:
+            self.out.write(json.dumps(obj) + "\n")
+        else:
+            self.out.write(text() + "\n")
+
+    def summary(self) -> None:
+        counters = self.hub.counters()
+        if self.as_json:
+            self.out.write(json.dumps({"event": "counters", **counters}) + "\n")
+            return
+        self.out.write("\nstreams:\n")
+        for sid, s in counters["streams"].items():
+            counts = " ".join(f"{k}={v}" for k, v in s["counts"].items())
+            sides = " ".join(f"{k}:{v}" for k, v in s["sides"].items())
+            self.out.write(f"  {sid}: {s['state']} {sides}\n    {counts}\n")
+        self.out.write(f"unmatched={counters['unmatched']} malformed={counters['malformed']}\n")
