@@ -1,0 +1,142 @@
+"""`goosectl publish`: a GOOSE publisher on raw Ethernet; each stdin line is a new state."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+
+from pydantic import ValidationError
+
+from controller.cli import CommandError
+from controller.commands.listen import open_live
+from controller.goose.config import GooseConfig, PublisherCfg
+from controller.goose.hub import GooseHub
+from controller.goose.publisher_actions import PublishError
+from controller.runtime.goose_report import Reporter
+from protocols.goose import GooseError, all_data_from_json, data_shape
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "publish",
+        help="publish GOOSE on raw Ethernet (root); each line on "
+        "stdin holding a JSON value list is a state change",
+    )
+    p.add_argument("--iface", required=True)
+    p.add_argument("--iface-b")
+    p.add_argument("--gocbref", required=True)
+    p.add_argument("--datset", help="data set reference (default: derived from gocbRef)")
+    p.add_argument("--goid")
+    p.add_argument("--appid", required=True, type=lambda s: int(s, 0))
+    p.add_argument("--dst", required=True, help="destination MAC, e.g. 01:0c:cd:01:00:01")
+    p.add_argument("--src", default="00:00:00:00:00:00")
+    p.add_argument("--vlan", type=int, help="802.1Q VLAN id (untagged without)")
+    p.add_argument("--priority", type=int, default=4)
+    p.add_argument("--conf-rev", type=int, default=1)
+    p.add_argument(
+        "--values",
+        required=True,
+        help="initial data set as JSON "
+        '(the decode --json form, e.g. [{"type":"boolean","value":true}])',
+    )
+    p.add_argument("--schedule", choices=["doubling", "fixed-burst"], default="doubling")
+    p.add_argument("--min-time", type=float, default=4.0, help="MinTime, ms")
+    p.add_argument("--max-time", type=float, default=1000.0, help="MaxTime, ms")
+    p.add_argument("--burst", type=int, default=4, help="fixed-burst repeats at MinTime")
+    p.add_argument("--sides", choices=["A", "B", "both"], default=None)
+    p.add_argument("--simulation", action="store_true")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def _values(text: str, where: str):
+    try:
+        return all_data_from_json(json.loads(text))
+    except (json.JSONDecodeError, GooseError) as exc:
+        raise CommandError(f"{where}: bad values: {exc}") from exc
+
+
+def run(args: argparse.Namespace) -> int:
+    initial = _values(args.values, "--values")
+    datset = args.datset or args.gocbref.replace("$GO$", "$").rsplit("$", 1)[0] + "$DataSet"
+    try:
+        cfg = PublisherCfg(
+            gocb_ref=args.gocbref,
+            dat_set=datset,
+            go_id=args.goid,
+            conf_rev=args.conf_rev,
+            appid=args.appid,
+            dst=args.dst,
+            src=args.src,
+            vlan={"id": args.vlan, "priority": args.priority} if args.vlan is not None else None,
+            simulation=args.simulation,
+            members=data_shape(initial),
+            initial=json.loads(args.values),
+            schedule=args.schedule,
+            min_time_ms=args.min_time,
+            max_time_ms=args.max_time,
+            burst_count=args.burst,
+            sides=args.sides or ("both" if args.iface_b else "A"),
+        )
+    except ValidationError as exc:
+        raise CommandError(f"bad publisher settings: {exc}") from exc
+    hub = GooseHub(GooseConfig(publishers=[cfg]))
+    live = open_live(hub, args.iface, args.iface_b)
+    reporter = Reporter(hub, args.json, sys.stdout)
+    stdin_open = [True]
+    buf = bytearray()
+
+    def on_stdin() -> None:
+        chunk = os.read(sys.stdin.fileno(), 65536)
+        if not chunk:
+            stdin_open[0] = False
+            live.remove_reader(sys.stdin.fileno())
+            return
+        buf.extend(chunk)
+        while b"\n" in buf:
+            line, _, rest = bytes(buf).partition(b"\n")
+            buf[:] = rest
+            if not line.strip():
+                continue
+            now = time.monotonic_ns()
+            try:
+                values = _values(line.decode(), "stdin")
+                out = hub.publish(cfg.gocb_ref, values, now, time.time_ns())
+            except (CommandError, PublishError) as exc:
+                print(f"goosectl: refused: {exc}", file=sys.stderr)
+                continue
+            live.execute(out, now)
+
+    live.add_reader(sys.stdin.fileno(), on_stdin)
+    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    signal.signal(signal.SIGTERM, lambda *_: live.stop())
+
+    def on_effects(out) -> None:
+        reporter.effects(out)
+        sys.stdout.flush()
+        # stdin closed and the burst is over (back to heartbeat): done
+        m = hub.runner.machines.get(f"pub:{cfg.gocb_ref}")
+        if not stdin_open[0] and m is not None and m.state == "heartbeat":
+            live.stop()
+
+    try:
+        live.run(on_effects=on_effects)
+    finally:
+        live.close()
+    c = hub.counters()["publishers"][cfg.gocb_ref]
+    print(
+        json.dumps(
+            {
+                "event": "done",
+                "gocbRef": cfg.gocb_ref,
+                "stNum": c["st"],
+                "sqNum": c["sq"],
+                "sent": live.sent,
+            }
+        )
+    )
+    return 0

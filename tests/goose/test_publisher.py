@@ -1,0 +1,120 @@
+"""The publisher machine: schedules, TAL, sequence numbers and wraps, refusals, sides."""
+
+from __future__ import annotations
+
+import pytest
+
+from controller.engine import Machine
+from controller.goose.publisher_actions import PublishError, active_sides, next_num
+from controller.goose.schedule import interval_ms
+from protocols.goose import Integer, decode_frame
+
+from .helpers import GOCB, MS, UTC0, bools, frames, publisher
+
+
+def run_schedule(hub, until_ms):
+    """(time ms, stNum, sqNum, TAL) of every frame the publisher sends until `until_ms`."""
+    out = [(0, f) for f in frames(hub.start(0, UTC0))]
+    while (d := hub.next_deadline()) is not None and d <= until_ms * MS:
+        out += [(d // MS, f) for f in frames(hub.advance(d))]
+    rows = []
+    for t, f in out:
+        fr = decode_frame(f.data)
+        rows.append((t, fr.st_num, fr.sq_num, fr.time_allowed_to_live))
+    return rows
+
+
+def test_doubling_schedule_and_tal():
+    rows = run_schedule(publisher(min_time_ms=4, max_time_ms=1000), 3100)
+    assert [r[0] for r in rows] == [0, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2024, 3024]
+    assert [r[2] for r in rows] == list(range(12))
+    assert all(r[1] == 1 for r in rows)
+    # TAL = 2 x the gap to the next frame
+    assert [r[3] for r in rows[:5]] == [8, 8, 16, 32, 64]
+    assert rows[-1][3] == 2000
+
+
+def test_fixed_burst_schedule():
+    rows = run_schedule(
+        publisher(
+            schedule="fixed-burst", min_time_ms=10, max_time_ms=500, burst_count=3, tal_factor=3
+        ),
+        1200,
+    )
+    assert [r[0] for r in rows] == [0, 10, 20, 30, 530, 1030]
+    assert [r[3] for r in rows] == [30, 30, 30, 1500, 1500, 1500]
+
+
+def test_interval_formula():
+    assert [interval_ms("doubling", k, 4, 100, 0) for k in range(7)] == [4, 4, 8, 16, 32, 64, 100]
+    with pytest.raises(ValueError):
+        interval_ms("chaos", 0, 1, 2, 3)
+
+
+def test_change_during_burst_restarts_it():
+    hub = publisher()
+    hub.start(0, UTC0)
+    hub.advance(4 * MS)
+    hub.advance(8 * MS)
+    out = frames(hub.publish(GOCB, bools(True, False), 9 * MS, UTC0 + 9 * MS))
+    f = decode_frame(out[0].data)
+    assert (f.st_num, f.sq_num, f.time_allowed_to_live) == (2, 0, 8)
+    assert f.t.to_ns() // 1000 == (UTC0 + 9 * MS) // 1000
+    assert hub.next_deadline() == 13 * MS  # MinTime after the change, not the old burst's 16
+    f2 = decode_frame(frames(hub.advance(13 * MS))[0].data)
+    assert (f2.st_num, f2.sq_num) == (2, 1)
+    assert f2.t == f.t  # t is the time of the state change, kept by retransmissions
+
+
+def test_wraps():
+    assert next_num(2**32 - 1) == 1 and next_num(0) == 1 and next_num(5) == 6
+    hub = publisher()
+    hub.start(0, UTC0)
+    m = hub.runner.machines[f"pub:{GOCB}"]
+    snap = m.snapshot()
+    snap["context"].update(st=2**32 - 1, sq=2**32 - 1)
+    hub.runner.machines[m.id] = Machine.restore(m.table, snap)
+    f = decode_frame(frames(hub.advance(4 * MS))[0].data)
+    assert f.sq_num == 1  # sqNum wraps to 1, not 0
+    f = decode_frame(frames(hub.publish(GOCB, bools(True, True), 5 * MS, UTC0))[0].data)
+    assert (f.st_num, f.sq_num) == (1, 0)
+
+
+def test_type_mismatch_is_refused_and_changes_nothing():
+    hub = publisher()
+    hub.start(0, UTC0)
+    with pytest.raises(PublishError, match="expected 2 members"):
+        hub.publish(GOCB, (Integer(5), Integer(6)), 1 * MS, UTC0)
+    with pytest.raises(PublishError):
+        hub.publish(GOCB, bools(True), 1 * MS, UTC0)
+    assert hub.counters()["publishers"][GOCB]["st"] == 1
+
+
+def test_sides_failover_and_failback():
+    assert active_sides("A", {"A": True, "B": True}) == ("A",)
+    assert active_sides("A", {"A": False, "B": True}) == ("B",)
+    assert active_sides("both", {"A": True, "B": False}) == ("A",)
+    hub = publisher(sides="A")
+    hub.start(0, UTC0)
+    out = hub.link("A", False, 1 * MS)
+    assert [(e.active, e.reason) for e in out] == [(("B",), "link A down")]
+    assert frames(hub.advance(4 * MS))[0].sides == ("B",)
+    out = hub.link("A", True, 5 * MS)
+    assert [e.active for e in out] == [("A",)]
+    assert frames(hub.advance(8 * MS))[0].sides == ("A",)
+
+
+def test_config_errors_are_clear(tmp_path):
+    from controller.configfile import ConfigError, load_config
+    from controller.goose.config import GooseConfig
+
+    p = tmp_path / "cfg.yaml"
+    p.write_text(
+        "publishers:\n  - gocb_ref: X\n    dat_set: D\n    appid: 0xZZ\n"
+        "    dst: 01:0c:cd:01\n    max_time_ms: 1\n"
+    )
+    with pytest.raises(ConfigError) as exc:
+        load_config(p, GooseConfig)
+    msg = str(exc.value)
+    assert f"{p}:4: publishers.0.appid" in msg
+    assert f"{p}:5: publishers.0.dst" in msg
