@@ -122,7 +122,8 @@ def test_same_guard_twice_is_not_exclusive(table_file):
 
 def test_guarded_with_fallback_last_is_exclusive(table_file):
     text = BASE.replace("transitions:", "context: {n: replace}\ntransitions:") + (
-        "  - {source: b, event: go, target: c, guard: {name: field_eq, args: {field: n, value: 1}}}\n"
+        "  - {source: b, event: go, target: c,\n"
+        "     guard: {name: field_eq, args: {field: n, value: 1}}}\n"
         "  - {source: b, event: go, target: a}\n"
     )
     assert findings(table_file(text)) == []
