@@ -1,0 +1,70 @@
+"""Several engine machines on one timer heap, effects handled in order.
+
+The link is two small tables that talk to each other (the link state machine submits
+resync commands, the command machine reports outcomes to the link). Effects are
+queued and delivered first-in first-out after the step that produced them, so one input
+runs to completion deterministically: same inputs, same times -> same outputs.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+from controller.engine import Machine, TimerHeap
+from controller.engine.effects import CancelTimer, Effect, StartTimer
+
+Handler = Callable[[str, Effect, int], None]
+
+
+class Bus:
+    """Dispatch events to named machines; hand non-timer effects to `handlers` by type."""
+
+    def __init__(self, handlers: dict[type, Handler]) -> None:
+        self.handlers = handlers
+        self.timers = TimerHeap()
+        self.machines: dict[str, Machine] = {}
+        self._queue: deque[tuple[str, str, Any]] = deque()
+        self._busy = False
+
+    def start(self, name: str, machine: Machine, now_ns: int) -> None:
+        self.machines[name] = machine
+        self._effects(name, machine.start(now_ns).effects, now_ns)
+
+    def send(self, name: str, event: str, now_ns: int, payload: Any = None) -> None:
+        """Deliver `event`; if called from a handler it runs after the current step."""
+        self._queue.append((name, event, payload))
+        if not self._busy:
+            self._drain(now_ns)
+
+    def advance(self, now_ns: int) -> None:
+        """Fire every timer due by `now_ns`, each at its own deadline, in arming order."""
+        for due in self.timers.pop_due(now_ns):
+            self.send(due.machine, due.event, due.deadline_ns, due.payload)
+
+    def next_deadline(self) -> int | None:
+        return self.timers.next_deadline()
+
+    def _drain(self, now_ns: int) -> None:
+        self._busy = True
+        try:
+            while self._queue:
+                name, event, payload = self._queue.popleft()
+                step = self.machines[name].dispatch(event, now_ns, payload)
+                self._effects(name, step.effects, now_ns)
+        finally:
+            self._busy = False
+            self._queue.clear()
+
+    def _effects(self, name: str, effects: list[Effect], now_ns: int) -> None:
+        for e in effects:
+            t = type(e)
+            if t is StartTimer:
+                self.timers.arm(name, e.name, now_ns + e.after_ns, e.event, e.payload)
+            elif t is CancelTimer:
+                self.timers.cancel(name, e.name)
+            else:
+                handler = self.handlers.get(t)
+                if handler is not None:
+                    handler(name, e, now_ns)

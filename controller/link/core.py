@@ -1,0 +1,229 @@
+"""`LinkCore`: the controller's side of the device link, sans-IO.
+
+    core = LinkCore(LinkConfig(), now_ns)   # link starts `down`
+    core.opened(now_ns)                     # the shell opened the port -> connecting
+    seq = core.send_command("trip", now_ns)
+    core.receive(data, now_ns)              # bytes read from the port
+    core.advance(now_ns)                    # timers: response timeout, resync, keepalive
+    core.take_output() -> bytes             # bytes to write
+    core.take_events() -> [LinkEvent]       # outcomes for the control logic
+    core.next_deadline(); core.reopen_wanted
+
+Behaviour lives in two tables (`link.yaml`: connecting/up/degraded/down, resync, event
+handling; `commands.yaml`: seq, stop-and-wait, retry with the same seq); this class only
+decodes bytes, routes them, and executes the tables' effects. Outcomes are queued, never
+called back from inside a step, so a caller may send the next command from its handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from controller.engine import Table
+from controller.link.bus import Bus
+from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
+from controller.link.registry import COMMANDS, build
+from protocols.serial import messages as m
+from protocols.serial.errors import LinkProtocolError
+from protocols.serial.stream import StreamDecoder
+
+HERE = Path(__file__).parent
+
+
+@cache
+def load_tables() -> dict[str, Table]:
+    return {"link": Table.load(HERE / "link.yaml"), "commands": Table.load(HERE / "commands.yaml")}
+
+
+@dataclass(frozen=True)
+class LinkConfig:
+    """Timing and policy (SPEC 6.5 recommendations as defaults)."""
+
+    response_timeout_ms: float = 50
+    max_retries: int = 3
+    reconnect_ms: float = 500
+    resync_retry_ms: float = 400
+    idle_ms: float = 1000
+    first_seq: int = 1
+    device_config: dict[int, int] = field(default_factory=dict)  # CONFIGURE param -> value
+
+    def __post_init__(self) -> None:
+        for name in ("response_timeout_ms", "reconnect_ms", "resync_retry_ms", "idle_ms"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)}")
+        if self.max_retries < 0:
+            raise ValueError(f"LinkConfig.max_retries must be >= 0, got {self.max_retries}")
+        if not 0 <= self.first_seq <= 0xFFFF:
+            raise ValueError(f"LinkConfig.first_seq must be a u16, got {self.first_seq}")
+        for param, value in self.device_config.items():
+            _check_config(param, value)
+
+
+def _check_config(param: int, value: int) -> m.ConfigParam:
+    try:
+        p = m.ConfigParam(param)
+    except ValueError:
+        known = ", ".join(f"{int(x)} {x.name}" for x in m.ConfigParam)
+        raise ValueError(f"unknown CONFIGURE parameter {param!r}; known: {known}") from None
+    r = m.CONFIG_PARAMS[p]
+    if not isinstance(value, int) or not r.minimum <= value <= r.maximum:
+        raise ValueError(f"{p.name}={value!r} is outside {r.minimum}..{r.maximum} {r.unit}")
+    return p
+
+
+class LinkCore:
+    def __init__(self, config: LinkConfig | None = None, now_ns: int = 0) -> None:
+        self.config = config or LinkConfig()
+        tables = load_tables()
+        self.decoder = StreamDecoder(m.SENT_BY_DEVICE)
+        self._out = bytearray()
+        self._events: list[LinkEvent] = []
+        self.reopen_wanted = False
+        self.bus = Bus(
+            {
+                Transmit: self._transmit,
+                Submit: self._submit,
+                Outcome: self._outcome,
+                Signal: self._signal,
+                Reopen: self._reopen,
+            }
+        )
+        c = self.config
+        self.bus.start(
+            "commands",
+            tables["commands"].new(
+                "commands",
+                next_seq=c.first_seq,
+                max_retries=c.max_retries,
+                response_timeout_ms=c.response_timeout_ms,
+            ),
+            now_ns,
+        )
+        self.bus.start(
+            "link",
+            tables["link"].new(
+                "link",
+                reconnect_ms=c.reconnect_ms,
+                resync_retry_ms=c.resync_retry_ms,
+                idle_ms=c.idle_ms,
+                config={int(_check_config(p, v)): v for p, v in c.device_config.items()},
+            ),
+            now_ns,
+        )
+        self._last_state = self.state
+
+    # ------------------------------------------------------------------ views
+
+    @property
+    def state(self) -> str:
+        return self.bus.machines["link"].state
+
+    @property
+    def view(self) -> dict[str, Any]:
+        """The controller's view of the device (position is a Dbpos code or None)."""
+        return dict(self.bus.machines["link"].ctx)
+
+    @property
+    def commands(self):
+        return self.bus.machines["commands"]
+
+    # ------------------------------------------------------------------ inputs
+
+    def opened(self, now_ns: int) -> None:
+        """The shell (re)opened the port."""
+        self.reopen_wanted = False
+        self.decoder.reset()
+        self._send("link", "opened", now_ns)
+
+    def closed(self, now_ns: int) -> None:
+        """The port went away (EOF, EIO, socket reset)."""
+        self.decoder.reset()
+        self._send("link", "closed", now_ns)
+
+    def receive(self, data: bytes, now_ns: int) -> None:
+        self.bus.advance(now_ns)
+        for item in self.decoder.feed(data):
+            if isinstance(item, LinkProtocolError):
+                continue  # counted by the decoder; the device's retransmission covers it
+            if isinstance(item, (m.Ack, m.Nack)):
+                self._send("commands", "response", now_ns, item)
+            else:
+                nxt = self.commands.ctx["next_seq"]
+                self._send("link", "event", now_ns, (item, nxt))
+        self._note_state()
+
+    def advance(self, now_ns: int) -> None:
+        self.bus.advance(now_ns)
+        self._note_state()
+
+    def send_command(self, command: str, now_ns: int, **fields: Any) -> int:
+        """Queue `command` (see COMMANDS); returns its seq. Its outcome arrives later as a
+        cmd_ok / cmd_failed LinkEvent with this seq (and, for trip/close, an
+        operation_complete / operation_failed)."""
+        if command not in COMMANDS:
+            raise ValueError(f"unknown command {command!r}; known: {', '.join(COMMANDS)}")
+        names = COMMANDS[command][1]
+        if set(fields) != set(names):
+            raise ValueError(f"{command} takes fields {list(names)}, got {sorted(fields)}")
+        if command == "configure":
+            fields["param"] = _check_config(fields["param"], fields["value"])
+        elif command == "reset":
+            fields["mode"] = m.ResetMode(fields["mode"])
+        items = tuple((n, fields[n]) for n in names)
+        build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
+        seq = self.commands.ctx["next_seq"]
+        self._send("link", "user_command", now_ns, (Submit(command, items), seq))
+        return seq
+
+    def configure(self, param: int, value: int, now_ns: int) -> int:
+        """Set a device parameter now and after every resync."""
+        p = _check_config(param, value)
+        self._send("link", "set_config", now_ns, (p, value))
+        return self.send_command("configure", now_ns, param=p, value=value)
+
+    # ------------------------------------------------------------------ outputs
+
+    def take_output(self) -> bytes:
+        out = bytes(self._out)
+        self._out.clear()
+        return out
+
+    def take_events(self) -> list[LinkEvent]:
+        out, self._events = self._events, []
+        return out
+
+    def next_deadline(self) -> int | None:
+        return self.bus.next_deadline()
+
+    # ------------------------------------------------------------------ effects
+
+    def _send(self, machine: str, event: str, now_ns: int, payload: Any = None) -> None:
+        self.bus.send(machine, event, now_ns, payload)
+        self._note_state()
+
+    def _note_state(self) -> None:
+        state = self.state
+        if state != self._last_state:
+            self._events.append(
+                LinkEvent("link_state", data=(("state", state), ("previous", self._last_state)))
+            )
+            self._last_state = state
+
+    def _transmit(self, _src: str, e: Transmit, now_ns: int) -> None:
+        self._out += e.frame
+
+    def _submit(self, _src: str, e: Submit, now_ns: int) -> None:
+        self.bus.send("commands", "submit", now_ns, e)
+
+    def _outcome(self, _src: str, e: Outcome, now_ns: int) -> None:
+        self._note_state()
+        self._events.append(e.event)
+
+    def _signal(self, _src: str, e: Signal, now_ns: int) -> None:
+        self.bus.send(e.target, e.event, now_ns, e.payload)
+
+    def _reopen(self, _src: str, e: Reopen, now_ns: int) -> None:
+        self.reopen_wanted = True

@@ -1,0 +1,63 @@
+"""Effects of the controller's link tables, executed by `LinkCore`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from controller.engine.effects import Effect
+
+
+@dataclass(frozen=True, slots=True)
+class LinkEvent:
+    """An outcome the control logic can act on.
+
+    kind: cmd_ok | cmd_failed | operation_complete | operation_failed | position_changed |
+    alarm | spring | inputs_changed | device_reset | link_state.
+    `seq`/`command` name the command concerned (if any); `reason` says why it failed;
+    `data` carries the details (result, position, operate_ms, state ...).
+    """
+
+    kind: str
+    seq: int | None = None
+    command: str | None = None
+    reason: str | None = None
+    data: tuple[tuple[str, Any], ...] = ()
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return dict(self.data).get(key, default)
+
+
+@dataclass(frozen=True, slots=True)
+class Transmit(Effect):
+    """Write these bytes (whole frames) to the port."""
+
+    frame: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Submit(Effect):
+    """Queue a command on the command machine; `tag` is "user", "resync" or "keepalive"."""
+
+    command: str
+    fields: tuple[tuple[str, Any], ...] = ()
+    tag: str = "user"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome(Effect):
+    event: LinkEvent
+
+
+@dataclass(frozen=True, slots=True)
+class Signal(Effect):
+    """Deliver `event` to the other link machine after this step."""
+
+    target: str
+    event: str
+    payload: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class Reopen(Effect):
+    """Ask the shell to close and reopen the port (reconnect)."""

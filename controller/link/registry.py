@@ -1,0 +1,332 @@
+"""Guards and actions of the controller's link tables (`registry: controller.link.registry`).
+
+Small pure functions over (ctx, event) returning context updates and effects; the tables
+say when each one runs. Wire codes and counters come from `protocols.serial`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.engine.effects import Raise
+from controller.engine.registry import Registry
+from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
+from protocols.serial import messages as m
+from protocols.serial.sequence import seq_newer, seq_next
+from protocols.serial.stream import frame
+
+REGISTRY = Registry("controller.link")
+
+# command name -> (message class, body fields in order)
+COMMANDS: dict[str, tuple[type[m.Message], tuple[str, ...]]] = {
+    "ping": (m.Ping, ()),
+    "read_status": (m.ReadStatus, ()),
+    "trip": (m.Trip, ()),
+    "close": (m.Close, ()),
+    "set_output": (m.SetOutput, ("mask", "values")),
+    "reset": (m.Reset, ("mode",)),
+    "configure": (m.Configure, ("param", "value")),
+}
+# commands that move the breaker, and the POSITION_CHANGE that completes them
+OPERATIONS: dict[str, tuple[m.PositionCause, m.Dbpos]] = {
+    "trip": (m.PositionCause.TRIP_COMMAND, m.Dbpos.OFF),
+    "close": (m.PositionCause.CLOSE_COMMAND, m.Dbpos.ON),
+}
+# reasons after which a command may still have run: its operation stays tracked
+ABANDONED = frozenset({"link_down", "unreachable", "device_reset", "resync"})
+
+
+def build(command: str, seq: int, fields: tuple[tuple[str, Any], ...]) -> bytes:
+    """The wire frame of a command (raises KeyError/TypeError/EncodeError when wrong)."""
+    cls, names = COMMANDS[command]
+    values = dict(fields)
+    return frame(cls(seq, *(values[n] for n in names)))
+
+
+def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome:
+    return Outcome(LinkEvent(kind, seq, command, reason, tuple(data.items())))
+
+
+# ================================================================== command machine
+# entries are (seq, command, tag, frame)
+
+
+@REGISTRY.action
+def enqueue(ctx, ev) -> dict:
+    sub: Submit = ev.payload
+    seq = ctx["next_seq"]
+    entry = (seq, sub.command, sub.tag, build(sub.command, seq, sub.fields))
+    return {"queue": (*ctx["queue"], entry), "next_seq": seq_next(seq)}
+
+
+@REGISTRY.action
+def skip_seq(ctx, ev) -> dict:
+    return {"next_seq": seq_next(ctx["next_seq"])}
+
+
+@REGISTRY.action
+def send_head(ctx, ev) -> list:
+    head, rest = ctx["queue"][0], ctx["queue"][1:]
+    return [{"queue": rest, "pending": head, "tries": 0}, Transmit(head[3])]
+
+
+@REGISTRY.guard
+def answers_pending(ctx, ev) -> bool:
+    return ctx["pending"] is not None and ctx["pending"][0] == ev.payload.seq
+
+
+def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
+    seq, command, tag, _ = ctx["pending"]
+    out: list = [{"pending": None, "tries": 0}]
+    if tag == "user":
+        out.append(_out(outcome_kind, seq, command, reason, **data))
+    out.append(Signal("link", "response", (msg, seq, command, tag, reason)))
+    if ctx["queue"]:
+        out.append(Raise("send_next"))
+    return out
+
+
+@REGISTRY.action
+def settle(ctx, ev) -> list:
+    msg = ev.payload
+    if isinstance(msg, m.Ack):
+        return _settled(ctx, "cmd_ok", None, msg, {"result": msg.result.name.lower()})
+    reason = msg.reason.name.lower()
+    return _settled(ctx, "cmd_failed", reason, msg, {"detail": msg.detail})
+
+
+@REGISTRY.guard
+def can_retry(ctx, ev) -> bool:
+    return ctx["tries"] < ctx["max_retries"]
+
+
+@REGISTRY.action
+def resend(ctx, ev) -> list:
+    """Same bytes, same seq: the device answers a repeat from its store (at-most-once)."""
+    return [{"tries": ctx["tries"] + 1}, Transmit(ctx["pending"][3]), Signal("link", "retry")]
+
+
+@REGISTRY.action
+def give_up(ctx, ev) -> list:
+    out = _settled(ctx, "cmd_failed", "timeout", None, {"tries": ctx["tries"] + 1})
+    out.append(Signal("link", "unreachable"))
+    return out
+
+
+@REGISTRY.action
+def abandon_all(ctx, ev) -> list:
+    """Forget the pending and queued commands; user ones fail with the given reason
+    (for the pending one that means: outcome unknown, it may or may not have run)."""
+    reason = str(ev.payload)
+    out: list = [{"queue": (), "pending": None, "tries": 0}]
+    entries = ([ctx["pending"]] if ctx["pending"] else []) + list(ctx["queue"])
+    for seq, command, tag, _ in entries:
+        if tag == "user":
+            out.append(_out("cmd_failed", seq, command, reason))
+    return out
+
+
+# ================================================================== link machine
+
+
+@REGISTRY.action(factory=True)
+def abandon(reason: str):
+    effect = Signal("commands", "abandon", reason)
+    return lambda ctx, ev: effect
+
+
+@REGISTRY.action
+def reopen(ctx, ev) -> Reopen:
+    return Reopen()
+
+
+@REGISTRY.action
+def begin_resync(ctx, ev) -> list:
+    """Forget queued work, re-read the device and re-send our configuration (SPEC 6.4)."""
+    out: list = [Signal("commands", "abandon", "resync"), Submit("read_status", tag="resync")]
+    for param, value in sorted(ctx["config"].items()):
+        out.append(
+            Submit("configure", (("param", m.ConfigParam(param)), ("value", value)), "resync")
+        )
+    out.append({"resync_left": len(out) - 1})
+    return out
+
+
+def _boot_of(msg) -> int | None:
+    return getattr(msg, "boot_counter", None)
+
+
+@REGISTRY.guard
+def boot_changed(ctx, ev) -> bool:
+    boot = _boot_of(ev.payload[0])
+    return boot is not None and ctx["boot_counter"] is not None and boot != ctx["boot_counter"]
+
+
+@REGISTRY.guard
+def completes_resync(ctx, ev) -> bool:
+    msg, _seq, _command, tag, reason = ev.payload
+    return tag == "resync" and reason is None and ctx["resync_left"] == 1
+
+
+@REGISTRY.action
+def resync_step(ctx, ev) -> dict | None:
+    msg, _seq, _command, tag, reason = ev.payload
+    if tag == "resync" and reason is None:
+        return {"resync_left": max(0, ctx["resync_left"] - 1)}
+    return None
+
+
+@REGISTRY.action
+def learn_response(ctx, ev) -> list:
+    """Refresh the device view from a response and settle an operation that never started."""
+    msg, seq, command, tag, reason = ev.payload
+    updates: dict = {}
+    out: list = [updates]
+    boot = _boot_of(msg)
+    if boot is not None:
+        updates["boot_counter"] = boot
+    if isinstance(msg, m.Ack):
+        updates.update(
+            position=int(msg.position), flags=msg.flags, inputs=msg.inputs, outputs=msg.outputs
+        )
+        if ctx["synced_boot"] is None and msg.flags & m.StatusFlag.SYNCED:
+            updates["synced_boot"] = boot  # a device another session already synced
+    if command in OPERATIONS and ctx["ops"].get(command) == seq:
+        started = isinstance(msg, m.Ack) and msg.result is m.AckResult.STARTED
+        if not started and reason not in ABANDONED:  # refused, no change, or timed out
+            updates["ops"] = {k: v for k, v in ctx["ops"].items() if k != command}
+    return out
+
+
+@REGISTRY.action
+def device_reset(ctx, ev) -> list:
+    msg = ev.payload[0]
+    return _reset(ctx, _boot_of(msg), "boot_counter_changed")
+
+
+def _reset(ctx, boot: int | None, why: str) -> list:
+    out: list = [
+        {"position": None, "ops": {}, "last_event_seq": None, "resets": 1},
+        _out("device_reset", reason=why, boot_counter=boot),
+    ]
+    for command, seq in ctx["ops"].items():
+        out.append(_out("operation_failed", seq, command, "device_reset"))
+    out.append(Signal("commands", "abandon", "device_reset"))
+    return out
+
+
+@REGISTRY.action
+def ack_event(ctx, ev) -> Transmit:
+    msg, next_seq = ev.payload
+    return Transmit(frame(m.EventAck(msg.seq, next_seq)))
+
+
+@REGISTRY.guard
+def new_power_up(ctx, ev) -> bool:
+    msg = ev.payload[0]
+    return isinstance(msg, m.PowerUp) and msg.boot_counter != ctx["synced_boot"]
+
+
+@REGISTRY.action
+def power_up(ctx, ev) -> list:
+    msg: m.PowerUp = ev.payload[0]
+    out = _reset(ctx, msg.boot_counter, msg.cause.name.lower())
+    out.append({"boot_counter": msg.boot_counter, "synced_boot": msg.boot_counter})
+    out.append({"last_event_seq": msg.seq})
+    return out
+
+
+@REGISTRY.guard
+def fresh_event(ctx, ev) -> bool:
+    msg = ev.payload[0]
+    last = ctx["last_event_seq"]
+    return not isinstance(msg, m.PowerUp) and (last is None or seq_newer(last, msg.seq))
+
+
+def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict) -> None:
+    updates["position"] = int(msg.position)
+    out.append(
+        _out(
+            "position_changed",
+            position=msg.position.name,
+            previous=msg.previous.name,
+            cause=msg.cause.name.lower(),
+            operate_ms=msg.operate_ms,
+        )
+    )
+    for command, (cause, end) in OPERATIONS.items():
+        if msg.cause is cause and msg.position is end:
+            seq = ctx["ops"].get(command)
+            ops = {k: v for k, v in ctx["ops"].items() if k != command}
+            if seq is not None:
+                out.append(
+                    _out(
+                        "operation_complete",
+                        seq,
+                        command,
+                        position=end.name,
+                        operate_ms=msg.operate_ms,
+                    )
+                )
+            updates["ops"] = ops
+
+
+def _alarm(ctx, msg: m.Alarm, out: list, updates: dict) -> None:
+    out.append(_out("alarm", alarm=msg.alarm.name.lower(), active=msg.active))
+    if msg.alarm is m.AlarmId.MECHANISM_TIMEOUT and msg.active:
+        for command, seq in ctx["ops"].items():
+            out.append(_out("operation_failed", seq, command, "mechanism_timeout"))
+        updates["ops"] = {}
+    if msg.alarm is m.AlarmId.EVENT_OVERFLOW and msg.active:
+        out.append(Submit("read_status", tag="resync"))  # events were lost: re-read
+
+
+@REGISTRY.action
+def process_event(ctx, ev) -> list:
+    """Act on an event newer than the last one; a gap means we missed some: re-read."""
+    msg = ev.payload[0]
+    last = ctx["last_event_seq"]
+    updates: dict = {"last_event_seq": msg.seq}
+    out: list = [updates]
+    if last is not None and msg.seq != seq_next(last):
+        out.append(Submit("read_status", tag="resync"))
+    if isinstance(msg, m.PositionChange):
+        _position_change(ctx, msg, out, updates)
+    elif isinstance(msg, m.Alarm):
+        _alarm(ctx, msg, out, updates)
+    elif isinstance(msg, m.SpringCharged):
+        flags = ctx["flags"] | m.StatusFlag.SPRING_CHARGED
+        if not msg.charged:
+            flags &= ~m.StatusFlag.SPRING_CHARGED
+        updates["flags"] = int(flags)
+        out.append(_out("spring", charged=msg.charged))
+    elif isinstance(msg, m.InputChange):
+        updates["inputs"] = msg.inputs
+        out.append(_out("inputs_changed", inputs=msg.inputs, changed=msg.changed))
+    return out
+
+
+@REGISTRY.action
+def keepalive(ctx, ev) -> Submit:
+    return Submit("ping", tag="keepalive")
+
+
+@REGISTRY.action
+def submit_user(ctx, ev) -> list:
+    """Queue the command; a trip/close is tracked until its end position is reported."""
+    sub, seq = ev.payload
+    if sub.command in OPERATIONS:
+        return [sub, {"ops": {**ctx["ops"], sub.command: seq}}]
+    return [sub]
+
+
+@REGISTRY.action
+def refuse_link_down(ctx, ev) -> list:
+    sub, seq = ev.payload  # the seq is consumed anyway, so it names this outcome only
+    return [_out("cmd_failed", seq, sub.command, "link_down"), Signal("commands", "skip")]
+
+
+@REGISTRY.action
+def remember_config(ctx, ev) -> dict:
+    param, value = ev.payload
+    return {"config": {**ctx["config"], int(param): value}}
