@@ -135,3 +135,62 @@ class VirtualWire:
                 return False
             self.run_until(min(end, self.now_ns + step_ns))
         return True
+
+
+class Shell(Protocol):
+    """A shell around a real port that can be polled at a given (virtual) time."""
+
+    bytes_in: int
+    bytes_out: int
+
+    def poll(self, now_ns: int | None = None) -> int: ...
+    def next_deadline(self) -> int | None: ...
+    def fileno(self) -> int | None: ...
+
+
+class VirtualPortPair:
+    """Two shells connected by a real byte pipe (a pty, a socket) on one virtual clock.
+
+    Virtual time only moves when no byte is in flight: bytes written by one shell and
+    not yet read by the other are waited for in real time (the kernel moves them), so
+    the run is the same as `VirtualWire`'s, through real file descriptors.
+    """
+
+    def __init__(self, a: Shell, b: Shell, *, start_ns: int = 0, guard_s: float = 5.0) -> None:
+        self.a, self.b = a, b
+        self.now_ns = start_ns
+        self.guard_s = guard_s
+
+    def in_flight(self) -> int:
+        return (self.a.bytes_out - self.b.bytes_in) + (self.b.bytes_out - self.a.bytes_in)
+
+    def _settle(self) -> None:
+        import select
+
+        while True:
+            got = self.a.poll(self.now_ns) + self.b.poll(self.now_ns)
+            if got:
+                continue
+            if self.in_flight() <= 0:
+                return
+            fds = [fd for fd in (self.a.fileno(), self.b.fileno()) if fd is not None]
+            ready, _, _ = select.select(fds, [], [], self.guard_s)
+            if not ready:
+                raise RuntimeError(
+                    f"{self.in_flight()} bytes in flight for {self.guard_s} s: the pipe lost them"
+                )
+
+    def run_until(self, t_ns: int) -> None:
+        self._settle()
+        while True:
+            times = [t for t in (self.a.next_deadline(), self.b.next_deadline()) if t is not None]
+            nxt = min(times) if times else None
+            if nxt is None or nxt > t_ns:
+                break
+            self.now_ns = max(self.now_ns, nxt)
+            self._settle()
+        self.now_ns = max(self.now_ns, t_ns)
+        self._settle()
+
+    def run_for(self, ns: int) -> None:
+        self.run_until(self.now_ns + ns)
