@@ -6,6 +6,7 @@ import argparse
 import json
 import signal
 import sys
+import time
 
 from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
@@ -49,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
     import time
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
+    ready = {"event": "listening", "ifaces": [i for i in (args.iface, args.iface_b) if i]}
+    print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
+    sys.stdout.flush()
     try:
         live.run(
             on_frame=lambda n, ts, b, v, out: (
