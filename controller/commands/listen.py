@@ -47,7 +47,6 @@ def run(args: argparse.Namespace) -> int:
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
-    import time
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     ready = {"event": "listening", "ifaces": [i for i in (args.iface, args.iface_b) if i]}

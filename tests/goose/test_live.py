@@ -159,11 +159,11 @@ def test_our_publisher_to_libiec61850_subscriber():
         time.sleep(0.15)
         pub.stdin.write(new + "\n")
         pub.stdin.close()
-        out, err = rx.communicate(timeout=30)
+        out, rx_err = rx.communicate(timeout=30)
         pub.wait(timeout=30)
         assert pub.returncode == 0, pub.stderr.read()
     msgs = [json.loads(x) for x in out.splitlines() if x.startswith("{") and "stNum" in x]
-    assert len(msgs) >= 4, out
+    assert len(msgs) >= 4, out + rx_err
     seq = [(m["stNum"], m["sqNum"]) for m in msgs]
     assert seq[0] == (1, 0) and (2, 0) in seq
     first_new = seq.index((2, 0))
