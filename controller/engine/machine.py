@@ -184,27 +184,29 @@ class Machine:
         return step
 
     def _apply(self, result, ctx, view, queue, effects):
-        if result is None:
-            return ctx, view, queue
-        if type(result) is dict:
-            ctx = apply_updates(ctx, result, self.table.reducers, f"{self.id}: an action")
-            return ctx, MappingProxyType(ctx), queue
-        if isinstance(result, Effect):
-            effects.append(result)
-            return ctx, view, queue
-        if isinstance(result, Raise):
-            if queue is None:
-                queue = []
-            queue.append(result)
-            return ctx, view, queue
-        if isinstance(result, (list, tuple)):
-            for item in result:
-                ctx, view, queue = self._apply(item, ctx, view, queue, effects)
-            return ctx, view, queue
-        raise ContextError(
-            f"{self.id}: an action returned {type(result).__name__}; expected "
-            "None, a dict of updates, an Effect, a Raise or a list of them"
-        )
+        """Fold one action's result into (context, view, raise queue, effects)."""
+        items = result if type(result) is list or type(result) is tuple else (result,)
+        for r in items:
+            t = type(r)
+            if t is dict:
+                ctx = apply_updates(ctx, r, self.table.reducers, f"{self.id}: an action")
+                view = MappingProxyType(ctx)
+            elif isinstance(r, Effect):
+                effects.append(r)
+            elif t is Raise:
+                if queue is None:
+                    queue = []
+                queue.append(r)
+            elif r is None:
+                continue
+            elif t is list or t is tuple:
+                ctx, view, queue = self._apply(r, ctx, view, queue, effects)
+            else:
+                raise ContextError(
+                    f"{self.id}: an action returned {t.__name__}; expected None, a dict of "
+                    "updates, an Effect, a Raise or a list of them"
+                )
+        return ctx, view, queue
 
     def _unhandled(self, state: str, event: str, reason: str, step: Step) -> Step:
         if not self.table.ignore_unhandled:

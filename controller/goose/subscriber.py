@@ -20,6 +20,7 @@ from typing import Any
 from controller.engine import Runner, Table
 from controller.goose.config import SubscriptionCfg
 from controller.goose.effects import FrameClassified, StreamState
+from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn
 from protocols.ethernet.mac import format_mac
 from protocols.goose import GooseError, Vlan, parse_header
@@ -43,6 +44,7 @@ class Stream:
         "gocb_ref",
         "id",
         "label",
+        "memory",
         "recent",
         "side_ids",
         "sub",
@@ -62,6 +64,7 @@ class Stream:
         self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
         self.side_ids: dict[str, str] = {}
         self.vlan_sides: dict[int, str] = {}
+        self.memory: Memory | None = None
         if self.ab is not None:
             if self.ab.vlan_a is not None:
                 self.vlan_sides[self.ab.vlan_a] = "A"
@@ -82,10 +85,11 @@ class SubscriberBank:
         self.observer = not self.subs
         self.streams: dict[tuple[bytes, int, str], Stream] = {}
         self.by_id: dict[str, Stream] = {}
+        #: stream_key bytes -> stream, for the retransmission fast path
+        self.fast: dict[bytes, Stream] = {}
         self.unmatched = 0
         self.malformed = 0
         self.last_error: str | None = None
-        self._now = 0
 
     # -- frames -------------------------------------------------------------------------
 
@@ -96,24 +100,37 @@ class SubscriberBank:
         machine's verdict arrives through the runner's effect sink), "malformed",
         "unmatched", or "duplicate" (the second copy of an A/B frame, or a copy from the
         standby side in preferred mode: supervised, not delivered)."""
-        try:
-            hdr = parse_header(buf, vlan=vlan)
-        except GooseError as exc:
-            self.malformed += 1
-            self.last_error = str(exc)
-            return None, None, "malformed"
-        key = (hdr.dst, hdr.appid, hdr.gocb_ref)
-        stream = self.streams.get(key)
-        if stream is None:
-            stream = self._open(key, hdr, now_ns)
+        key = stream_key(buf)
+        stream = self.fast.get(key) if key is not None else None
+        sq = stream.memory.repeat_sq(buf) if stream is not None else None
+        if sq is not None:
+            # the stream's last frame with a new sqNum: nothing to parse or re-check
+            hdr = Facts(stream.memory.hdr, sq)
+            vlan = vlan or stream.memory.hdr.vlan
+        else:
+            try:
+                full = parse_header(buf, vlan=vlan)
+            except GooseError as exc:
+                self.malformed += 1
+                self.last_error = str(exc)
+                return None, None, "malformed"
+            vlan = full.vlan
+            skey = (full.dst, full.appid, full.gocb_ref)
+            stream = self.streams.get(skey)
             if stream is None:
+                stream = self._open(skey, full, now_ns)
+                if stream is None:
+                    self.unmatched += 1
+                    return None, full, "unmatched"
+            elif stream.sub is not None and not _filters_match(stream.sub, full):
                 self.unmatched += 1
-                return None, hdr, "unmatched"
-        elif stream.sub is not None and not _filters_match(stream.sub, hdr):
-            self.unmatched += 1
-            return None, hdr, "unmatched"
-        if stream.vlan_sides and hdr.vlan is not None:
-            side = stream.vlan_sides.get(hdr.vlan.id, side)
+                return None, full, "unmatched"
+            if key is not None:
+                stream.memory = Memory(buf, full)
+                self.fast[key] = stream
+            hdr = Facts(full)
+        if stream.vlan_sides and vlan is not None:
+            side = stream.vlan_sides.get(vlan.id, side)
         frame = FrameIn(hdr, side)
         runner = self.runner
         if stream.side_ids:
