@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import itertools
 import selectors
 import statistics
 import subprocess
@@ -20,7 +21,7 @@ import time
 
 import pytest
 
-from benchmarks.percentiles import RESULTS, ratio, sample_calls, summarise
+from benchmarks.percentiles import ratio, sample_calls, summarise
 from benchmarks.wire import _SEQ_AT, WireFloor
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
@@ -303,7 +304,7 @@ def test_retransmission_timing_on_the_wire(benchmark, short):
     errors = []
     for frames in arrivals.values():
         frames.sort()
-        for (sq0, t0), (sq1, t1) in zip(frames, frames[1:], strict=False):
+        for (sq0, t0), (sq1, t1) in itertools.pairwise(frames):
             if sq1 != sq0 + 1:
                 continue
             expected = interval_ms("doubling", sq0, 4, 256, 0) * 1e6
