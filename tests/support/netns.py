@@ -28,6 +28,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
@@ -162,6 +163,23 @@ class Veth:
     ns_a: Namespace | None
     ns_b: Namespace | None
 
+    def wait_up(self, timeout: float = 5.0) -> None:
+        """Wait until both ends report carrier: a frame sent on a veth whose peer is not
+        operationally up yet is dropped silently, which made tests flaky under load."""
+        deadline = time.monotonic() + timeout
+        ends = ((self.a, self.ns_a), (self.b, self.ns_b))
+        while True:
+            states = []
+            for name, ns in ends:
+                argv = ["-o", "link", "show", name]
+                out = (ns.ip(*argv) if ns is not None else ip(*argv)).stdout
+                states.append("state UP" in out or "LOWER_UP" in out.split(">")[0])
+            if all(states):
+                return
+            if time.monotonic() > deadline:
+                raise NetnsError(f"veth {self.a}/{self.b} did not come up within {timeout} s")
+            time.sleep(0.01)
+
     def set(self, end: str, up: bool) -> None:
         """Set end "a" or "b" down/up."""
         name, ns = (self.a, self.ns_a) if end == "a" else (self.b, self.ns_b)
@@ -235,6 +253,7 @@ class NetLab:
         if up:
             pair.set("a", True)
             pair.set("b", True)
+            pair.wait_up()
         return pair
 
     def _add_vlan(self, ns: str | None, parent: str, vid: int, *, up: bool) -> str:

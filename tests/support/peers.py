@@ -33,6 +33,12 @@ def require_tshark() -> str:
     return path or ""
 
 
+def require_binary(name: str, package: str) -> str:
+    path = shutil.which(name)
+    _require(path is not None, f"{name} is not installed (Debian package {package})")
+    return path or ""
+
+
 def require_root() -> None:
     _require(os.geteuid() == 0, "needs root for network namespaces and raw sockets")
     _require(shutil.which("ip") is not None, "needs iproute2 (`ip`) for namespaces")
@@ -40,7 +46,7 @@ def require_root() -> None:
 
 def require_iec61850():
     try:
-        import pyiec61850.pyiec61850 as iec  # noqa: PLC0415
+        import pyiec61850.pyiec61850 as iec
     except ImportError as exc:  # pragma: no cover - depends on the machine
         _require(False, f"libiec61850 bindings not importable (pip pyiec61850-ng): {exc}")
         raise
