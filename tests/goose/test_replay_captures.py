@@ -194,3 +194,14 @@ def test_bad_config_exits_2_naming_file_key_and_reason(tmp_path):
     )
     assert r.returncode == 2
     assert f"{cfg}:3: subscriptions.0.appid" in r.stderr and "65535" in r.stderr
+
+
+def test_example_config_is_valid_and_runs(tmp_path):
+    cfg = REPO / "examples" / "goose" / "subscriptions.yaml"
+    out = tmp_path / "out.pcap"
+    lines = replay_json(
+        CAPTURES / "iti_Sample_File_GOOSE.pcap", "--config", str(cfg), "--out", str(out)
+    )
+    streams = lines[-1]["streams"]
+    assert [s["state"] for s in streams.values()] == ["valid"]
+    assert out.stat().st_size > 24
