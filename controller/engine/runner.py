@@ -23,6 +23,8 @@ class Runner:
     def __init__(self, journal: Journal | None = None, on_effects: EffectSink | None = None):
         self.journal = journal
         self.on_effects = on_effects
+        #: called for every step that took a transition, timers' included (timelines)
+        self.on_step: EffectSink | None = None
         self.timers = TimerHeap()
         if journal is not None:
             journal.timer_source = self.timers.armed
@@ -82,6 +84,8 @@ class Runner:
         return step
 
     def _after(self, machine: Machine, step: Step, now_ns: int) -> None:
+        if step.transitions and self.on_step is not None:
+            self.on_step(machine, step, now_ns)
         if step.effects:
             self.timers.apply(machine.id, step.effects, now_ns)
             if self.on_effects is not None:

@@ -31,7 +31,9 @@ class SendFrame(Effect):
 
 @dataclass(frozen=True, slots=True)
 class FrameClassified(Effect):
-    """One received frame's verdict. `values` is set when the data set is delivered."""
+    """One received frame's verdict. `values` is set when the data set is delivered, and
+    `previous` then holds the allData bytes of the state before (None on a first frame),
+    so an application can tell which members changed."""
 
     stream: str
     side: str
@@ -42,6 +44,7 @@ class FrameClassified(Effect):
     st_num: int
     sq_num: int
     values: Any = None
+    previous: bytes | None = None
 
 
 @dataclass(frozen=True, slots=True)

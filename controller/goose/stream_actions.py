@@ -47,6 +47,7 @@ def accept(ctx, ev):
         hdr.st_num,
         hdr.sq_num,
         frame.values if v.deliver else None,
+        ctx["data"] if v.deliver else None,
     )
     cls = v.cls
     if cls == "out_of_order":

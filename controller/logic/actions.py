@@ -1,0 +1,116 @@
+"""Guards, actions and the router the bay table names."""
+
+from __future__ import annotations
+
+from controller.engine.effects import Notify
+from controller.engine.registry import Registry
+from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
+
+REGISTRY = Registry("bay")
+
+#: Device alarms that block a close (IEC 61850 XCBR/SIMG: gas pressure low, spring fault).
+CLOSE_BLOCKING_ALARMS = frozenset({"gas_pressure_low", "trip_circuit_fault", "anti_pump_lockout"})
+_WHERE = {"on": "is_closed", "off": "is_open", "intermediate": "moving", "bad": "bad"}
+
+
+@REGISTRY.router(outcomes=("is_closed", "is_open", "moving", "bad"))
+def where(ctx, ev):
+    return _WHERE[ev.payload["pos"]]
+
+
+@REGISTRY.action
+def store_position(ctx, ev):
+    p = ev.payload
+    if p["pos"] == ctx["position"]:
+        return None
+    return {"position": p["pos"], "position_t_ns": p.get("utc_ns", 0)}
+
+
+@REGISTRY.action(factory=True)
+def publish(topic: str):
+    effect = PublishTopic(topic)
+    return lambda ctx, ev: effect
+
+
+@REGISTRY.action(factory=True)
+def command(command: str, reason: str = ""):
+    effect = DeviceCommand(command, reason)
+    return lambda ctx, ev: effect
+
+
+@REGISTRY.action(factory=True)
+def alarm(name: str):
+    def action(ctx, ev):
+        return Alarm(name, True, f"in {ctx['position'] or 'unknown'} position")
+
+    return action
+
+
+def close_blockers(ctx) -> list[str]:
+    """Why a close would be refused now (empty: permitted)."""
+    out = [f"interlock {n} {s}" for n, s in sorted(ctx["interlocks"].items()) if s != "permit"]
+    if not ctx["spring_charged"]:
+        out.append("spring not charged")
+    out += [
+        f"device alarm {n}"
+        for n, on in sorted(ctx["device_alarms"].items())
+        if on and n in CLOSE_BLOCKING_ALARMS
+    ]
+    if ctx["link_state"] not in ("up", "degraded"):
+        out.append(f"device link {ctx['link_state']}")
+    return out
+
+
+@REGISTRY.guard
+def close_permitted(ctx, ev):
+    return not close_blockers(ctx)
+
+
+@REGISTRY.action
+def refuse_close(ctx, ev):
+    reasons = close_blockers(ctx) or [f"breaker is {ctx['position'] or 'unknown'}, not open"]
+    return [{"refused": "; ".join(reasons)}, Notify("close_refused", tuple(reasons))]
+
+
+@REGISTRY.action
+def store_interlock(ctx, ev):
+    return {"interlocks": dict(ev.payload)}
+
+
+@REGISTRY.action
+def block_interlocks(ctx, ev):
+    """TAL expired: the interlocks fed by the stream go to their safe state (blocked)."""
+    p = ev.payload
+    return [
+        {"interlocks": dict.fromkeys(p["interlocks"], "lost"), "lost_streams": {p["stream"]: True}},
+        Alarm(f"stream_lost:{p['stream']}", True, ", ".join(p["interlocks"])),
+    ]
+
+
+@REGISTRY.action
+def stream_back(ctx, ev):
+    # interlocks stay blocked until the stream delivers data again (an `interlock` event)
+    stream = ev.payload["stream"]
+    if not ctx["lost_streams"].get(stream):
+        return None
+    return [{"lost_streams": {stream: False}}, Alarm(f"stream_lost:{stream}", False)]
+
+
+@REGISTRY.action
+def store_spring(ctx, ev):
+    return {"spring_charged": bool(ev.payload)}
+
+
+@REGISTRY.action
+def store_device_alarm(ctx, ev):
+    name, active = ev.payload["name"], bool(ev.payload["active"])
+    return [{"device_alarms": {name: active}}, Alarm(f"device:{name}", active)]
+
+
+@REGISTRY.action
+def store_link(ctx, ev):
+    state = ev.payload
+    out: list = [{"link_state": state}]
+    if (state == "down") != (ctx["link_state"] == "down"):
+        out.append(Alarm("device_link", state == "down", state))
+    return out

@@ -1,0 +1,205 @@
+"""The bay controller, whole and pure: GOOSE hub + bay table + device link, no I/O.
+
+Inputs carry one time, `now_ns` (monotonic live, capture time in replay), which drives the
+timers; `t` on the wire is `now_ns + utc_offset_ns` (0 in replay, where capture time is UTC;
+the live shell sets it from the system clock). The serial side has the `Endpoint` shape
+(receive/advance/take_output/next_deadline) so the firmware simulator can be wired to it
+on a virtual clock (`controller.runtime.loop`). Outputs are collected and taken by the shell:
+frames to send, bytes for the serial port, and reports for people (verdicts, stream
+states, bay transitions, alarms). Effects chain inside one call — a trip frame becomes a
+TRIP command and a trip-acknowledged frame before `frame()` returns — which is the
+product's "transition latency" in process.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from controller.engine import Journal, Runner, Table
+from controller.engine.effects import Notify
+from controller.engine.machine import Machine
+from controller.goose.effects import FrameClassified, SendFrame, StreamState
+from controller.goose.hub import GooseHub
+from controller.link.core import LinkConfig, LinkCore
+from controller.link.effects import LinkEvent
+from controller.logic.config import ControllerConfig
+from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
+from controller.logic.mapping import Inputs, publication_values
+from protocols.goose import Vlan
+
+BAY = "bay"
+
+
+class BayController:
+    def __init__(
+        self, config: ControllerConfig, now_ns: int = 0, journal: Journal | None = None
+    ) -> None:
+        self.config = config
+        self.runner = Runner(journal)
+        self.hub = GooseHub(config.goose, runner=self.runner)
+        self.link = LinkCore(
+            LinkConfig(
+                response_timeout_ms=config.device.response_timeout_ms,
+                max_retries=config.device.max_retries,
+            ),
+            now_ns,
+        )
+        self.table = Table.load(config.logic.table)
+        self.stream_names: dict[str, tuple[str, str]] = {}
+        self.inputs = Inputs(config, self.stream_names)
+        self.pubs_by_topic: dict[str, list] = {}
+        for pub in config.publications:
+            self.pubs_by_topic.setdefault(pub.topic, []).append(pub)
+        self.frames: list[SendFrame] = []
+        self.reports: list[Any] = []
+        self._now = now_ns
+        self.bay: Machine = self.table.new(
+            BAY, bf_ms=config.logic.breaker_failure_ms, close_ms=config.logic.close_timeout_ms
+        )
+        self.utc_offset_ns = 0
+        # the bay runs on the hub's runner: one timer heap, one journal, and its effects
+        # arrive through the hub's sink like the GOOSE machines' do
+        self.runner.on_step = self._note_step
+        self.runner.start(self.bay, now_ns)
+
+    def _note_step(self, machine: Machine, step, now_ns: int) -> None:
+        if machine is self.bay:
+            self.reports.append(
+                BayStep(now_ns, step.transitions[0][1], tuple(step.transitions), step.state)
+            )
+
+    # -- inputs ---------------------------------------------------------------------------
+
+    @property
+    def _utc(self) -> int:
+        return self._now + self.utc_offset_ns
+
+    def start(self, now_ns: int) -> None:
+        self._now = now_ns
+        self._settle(self.hub.start(now_ns, self._utc), now_ns)
+
+    def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:
+        self._now = now_ns
+        self._settle(self.hub.frame(buf, side, now_ns, vlan), now_ns)
+
+    def receive(self, data: bytes, now_ns: int) -> None:
+        """Bytes from the serial port."""
+        self._now = now_ns
+        self.link.receive(data, now_ns)
+        self._settle([], now_ns)
+
+    def link_opened(self, now_ns: int) -> None:
+        self.link.opened(now_ns)
+        self._settle([], now_ns)
+
+    def link_closed(self, now_ns: int) -> None:
+        self.link.closed(now_ns)
+        self._settle([], now_ns)
+
+    def close_request(self, now_ns: int, origin: str = "operator") -> None:
+        self._now = now_ns
+        self._bay("close_request", now_ns, {"stream": origin, "value": True})
+
+    def advance(self, now_ns: int) -> None:
+        self._now = now_ns
+        self.link.advance(now_ns)
+        self._settle(self.hub.advance(now_ns), now_ns)
+
+    def next_deadline(self) -> int | None:
+        ds = [d for d in (self.hub.next_deadline(), self.link.next_deadline()) if d is not None]
+        return min(ds) if ds else None
+
+    # -- outputs --------------------------------------------------------------------------
+
+    def take_frames(self) -> list[SendFrame]:
+        out, self.frames = self.frames, []
+        return out
+
+    def take_output(self) -> bytes:
+        """Bytes for the serial port."""
+        return self.link.take_output()
+
+    def take_reports(self) -> list[Any]:
+        out, self.reports = self.reports, []
+        return out
+
+    # -- the chain ------------------------------------------------------------------------
+
+    def _bay(self, event: str, now_ns: int, payload: Any = None) -> None:
+        self.runner.feed(BAY, event, now_ns, payload)
+        self._settle(self.hub.drain(), now_ns)
+
+    def _settle(self, effects: list[Any], now_ns: int) -> None:
+        queue = deque(effects)
+        while True:
+            while queue:
+                self._handle(queue.popleft(), now_ns, queue)
+            events = self.link.take_events()
+            if not events:
+                return
+            for le in events:
+                self.reports.append(le)
+                for ev, payload in self._link_events(le):
+                    self._bay(ev, now_ns, payload)
+
+    def _handle(self, e: Any, now_ns: int, queue: deque) -> None:
+        t = type(e)
+        if t is SendFrame:
+            self.frames.append(e)
+        elif t is FrameClassified:
+            self.reports.append(e)
+            if e.deliver:
+                stream = self.hub.bank.by_id.get(e.stream)
+                if stream is not None and e.stream not in self.stream_names:
+                    self.stream_names[e.stream] = (stream.label, stream.gocb_ref)
+                for ev, payload in self.inputs.frame_events(e):
+                    self._bay(ev, now_ns, payload)
+        elif t is StreamState:
+            self.reports.append(e)
+            for ev, payload in self.inputs.stream_events(e):
+                self._bay(ev, now_ns, payload)
+        elif t is DeviceCommand:
+            self.reports.append(e)
+            self.link.send_command(e.command, now_ns)
+        elif t is PublishTopic:
+            for pub in self.pubs_by_topic.get(e.topic, ()):
+                values = publication_values(pub, self.bay.state, self.bay.ctx, self._utc)
+                queue.extend(self.hub.publish(pub.gocb_ref, values, now_ns, self._utc))
+        elif t is Alarm or t is Notify:
+            self.reports.append(e)
+        else:
+            self.reports.append(e)
+
+    def _link_events(self, le: LinkEvent) -> list[tuple[str, Any]]:
+        kind = le.kind
+        if kind == "position_changed":
+            return [("position", {"pos": le.get("position").lower(), "utc_ns": self._utc})]
+        if kind == "operation_failed":
+            return [("op_failed", {"command": le.command, "reason": le.reason})]
+        if kind == "spring":
+            return [("spring", bool(le.get("charged")))]
+        if kind == "alarm":
+            return [("device_alarm", {"name": le.get("alarm"), "active": le.get("active")})]
+        if kind == "link_state":
+            out = [("link", le.get("state"))]
+            pos = self.link.view.get("position")
+            if le.get("state") == "up" and pos is not None:
+                out.append(("position", {"pos": _DBPOS_NAMES[pos], "utc_ns": self._utc}))
+            return out
+        return []
+
+
+_DBPOS_NAMES = {0: "intermediate", 1: "off", 2: "on", 3: "bad"}
+
+
+class BayStep:
+    """A report of what the bay did with one event (for the timeline)."""
+
+    __slots__ = ("event", "state", "time_ns", "transitions")
+
+    def __init__(self, time_ns: int, event: str, transitions: tuple, state: str) -> None:
+        self.time_ns, self.event, self.transitions, self.state = time_ns, event, transitions, state
+
+    def __repr__(self) -> str:
+        return f"BayStep({self.event} -> {self.state}, {self.transitions})"

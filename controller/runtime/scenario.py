@@ -1,0 +1,182 @@
+"""The demo's scenario, made with goosectl's own publishers on the virtual clock.
+
+The protection IED publishes its trip on two networks (VLAN 10 = A, VLAN 11 = B), bay 2
+publishes its close-enable (CILO), SCADA publishes close requests; all with heartbeats and
+bursts exactly as the publisher machine produces them. The script:
+
+  0.5 s   SCADA close request                  -> close, spring discharged for 5 s
+  6.0 s   protection trip                      -> TRIP, open, trip acknowledged
+  7.0 s   SCADA close request                  -> close
+  8-11 s  network A is silent                  -> side A lost, then recovered
+  9.0 s   protection trip (only on B)          -> TRIP, open: no trip lost
+  10.0 s  bay 2 withdraws its close enable
+  12.5 s  SCADA close request                  -> refused: interlock bay2 blocked
+  13.0 s  bay 2 enables again; 13.5 s close    -> close
+  14.0 s  the breaker mechanism sticks (device fault)
+  15.0 s  protection trip                      -> TRIP, no open: breaker failure after
+                                                  150 ms, RBRF published, re-trip
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from controller.goose.config import GooseConfig
+from controller.goose.effects import SendFrame
+from controller.goose.hub import GooseHub
+from protocols.ethernet.pcap import PcapWriter
+from protocols.goose import BitString, Boolean, Quality, parse_header
+
+S = 1_000_000_000
+MS = 1_000_000
+#: 2026-11-30T00:00:00Z: the scenario's clock, so frames carry plausible `t` values
+EPOCH = 1_795_996_800 * S
+
+VLAN_A, VLAN_B = 10, 11
+PROT = "PROT1LD0/LLN0$GO$trip"
+CILO = "BAY2LD0/LLN0$GO$cilo"
+SCADA = "SCADA1LD0/LLN0$GO$cmd"
+
+
+def _pub(
+    gocb: str,
+    appid: int,
+    dst: str,
+    members: list,
+    initial: list,
+    vlan=None,
+    name: str | None = None,
+) -> dict:
+    return {
+        "name": name or gocb,
+        "gocb_ref": gocb,
+        "dat_set": gocb.replace("$GO$", "$ds"),
+        "appid": appid,
+        "dst": dst,
+        "members": members,
+        "initial": initial,
+        "vlan": vlan,
+        "src": "02:00:00:00:10:01",
+        "min_time_ms": 4,
+        "max_time_ms": 1000,
+    }
+
+
+def publishers_config() -> GooseConfig:
+    q = {"type": "bit-string", "value": "0000000000000"}
+    f = {"type": "boolean", "value": False}
+    t = {"type": "boolean", "value": True}
+    return GooseConfig.model_validate(
+        {
+            "publishers": [
+                _pub(
+                    PROT,
+                    0x1001,
+                    "01:0c:cd:01:00:01",
+                    ["boolean", "bit-string/13"],
+                    [f, q],
+                    vlan={"id": VLAN_A, "priority": 6},
+                    name="prot-A",
+                ),
+                {
+                    **_pub(
+                        PROT,
+                        0x1001,
+                        "01:0c:cd:01:00:01",
+                        ["boolean", "bit-string/13"],
+                        [f, q],
+                        vlan={"id": VLAN_B, "priority": 6},
+                        name="prot-B",
+                    ),
+                    "gocb_ref": PROT,
+                },
+                _pub(CILO, 0x1002, "01:0c:cd:01:00:02", ["boolean"], [t]),
+                _pub(SCADA, 0x1003, "01:0c:cd:01:00:03", ["boolean"], [f]),
+            ]
+        }
+    )
+
+
+@dataclass
+class Scenario:
+    frames: list[tuple[int, bytes]] = field(default_factory=list)  # (utc ns, bytes)
+    faults: list[tuple[int, str, object]] = field(default_factory=list)  # device injections
+    script: list[tuple[int, str]] = field(default_factory=list)
+    end_ns: int = 0
+
+    def write_pcap(self, path) -> int:
+        with PcapWriter(path) as w:
+            for ts, data in self.frames:
+                w.write(data, ts)
+        return len(self.frames)
+
+
+def build(duration_s: float = 17.0, outage=(8.0, 11.0)) -> Scenario:
+    """Frames of every publisher over `duration_s` seconds of virtual time."""
+    cfg = publishers_config()
+    hub = GooseHub(cfg)
+    # two publishers share the protection gocbRef (A and B copies): key them by name
+    by_name = {p.cfg.name: p for p in hub.publishers.values()}
+    scn = Scenario(end_ns=EPOCH + int(duration_s * S))
+    a_out = (EPOCH + int(outage[0] * S), EPOCH + int(outage[1] * S))
+
+    def keep(e: SendFrame, t: int) -> None:
+        vlan = parse_header(e.data).vlan
+        if vlan is not None and vlan.id == VLAN_A and a_out[0] <= t < a_out[1]:
+            return  # network A is down: its copies never reach the controller
+        scn.frames.append((t, e.data))
+
+    def emit(effects, t: int) -> None:
+        for e in effects:
+            if type(e) is SendFrame:
+                keep(e, t)
+
+    def publish(name: str, values: tuple, t: int) -> None:
+        hub.runner.feed(by_name[name].id, "publish", t, (values, t))
+        emit(hub.drain(), t)
+
+    q = Quality().to_bitstring()
+    actions: list[tuple[float, str, object]] = [
+        (0.5, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
+        (0.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (6.0, "protection trip", lambda t: _trip(publish, True, q, t)),
+        (6.5, "", lambda t: _trip(publish, False, q, t)),
+        (7.0, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
+        (7.3, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (outage[0], "network A goes silent", None),
+        (9.0, "protection trip (network B only)", lambda t: _trip(publish, True, q, t)),
+        (9.5, "", lambda t: _trip(publish, False, q, t)),
+        (10.0, "bay 2 withdraws close enable", lambda t: publish(CILO, (Boolean(False),), t)),
+        (outage[1], "network A is back", None),
+        (12.5, "SCADA close request (interlocked)", lambda t: publish(SCADA, (Boolean(True),), t)),
+        (12.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (13.0, "bay 2 enables close", lambda t: publish(CILO, (Boolean(True),), t)),
+        (13.5, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
+        (13.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (14.0, "breaker mechanism sticks (device fault)", "stuck"),
+        (15.0, "protection trip (stuck breaker)", lambda t: _trip(publish, True, q, t)),
+        (15.5, "", lambda t: _trip(publish, False, q, t)),
+    ]
+    emit(hub.start(EPOCH, EPOCH), EPOCH)
+    for at, text, act in actions:
+        t = EPOCH + int(at * S)
+        _run_until(hub, t, emit)
+        if text:
+            scn.script.append((t, text))
+        if act == "stuck":
+            scn.faults.append((t, "stuck", True))
+        elif act is not None:
+            act(t)
+    _run_until(hub, scn.end_ns, emit)
+    scn.frames.sort(key=lambda f: f[0])
+    return scn
+
+
+def _trip(publish, value: bool, q: BitString, t: int) -> None:
+    for side in ("prot-A", "prot-B"):
+        publish(side, (Boolean(value), q), t)
+
+
+def _run_until(hub: GooseHub, t: int, emit) -> None:
+    while (d := hub.next_deadline()) is not None and d <= t:
+        emit(hub.advance(d), d)
