@@ -56,7 +56,7 @@ def scenario(tmp_path_factory):
 
 
 def test_trip_opens_breaker_and_is_acknowledged(scenario):
-    bay, reports, out, _ = scenario
+    _, reports, out, _ = scenario
     trips = at(reports, DeviceCommand, command="trip", reason="protection")
     assert [round(t / S, 3) for t, _ in trips] == [6.0, 9.0, 15.0]
     opened = [
