@@ -42,6 +42,7 @@ class DeviceShell:
         self.transport = transport
         self.clock = clock
         self.faults = faults or ShellFaults()
+        # the firmware's clock must be this shell's clock: timers are absolute times
         self.fw = firmware or Firmware(now_ns=clock())
         f = self.faults
         self.rx = FaultyChannel(f.line, seed=f.seed)

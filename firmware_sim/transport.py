@@ -11,14 +11,13 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import select
 import socket
 import tempfile
 
 from protocols.serial.port import PtyPair, open_pty_pair, open_serial
 
-
-class TransportClosed(Exception):
-    """The other end went away (socket closed, tty unplugged)."""
+WRITE_WAIT_S = 0.1
 
 
 class PtyTransport:
@@ -29,6 +28,7 @@ class PtyTransport:
             fd, link_path = tempfile.mkstemp(prefix="goosectl-sim-", suffix=".pty")
             os.close(fd)
         self.path = link_path
+        self.dropped = 0
         self.pair: PtyPair = self._new()
 
     def _new(self) -> PtyPair:
@@ -60,7 +60,13 @@ class PtyTransport:
             try:
                 n = os.write(self.pair.master_fd, view)
             except BlockingIOError:
-                continue  # pty buffer full: the reader is slow; a UART would block too
+                # pty buffer full: wait a little for the reader, then drop what is left,
+                # as a UART whose receiver is not listening loses its bytes
+                _, ready, _ = select.select([], [self.pair.master_fd], [], WRITE_WAIT_S)
+                if not ready:
+                    self.dropped += len(view)
+                    return
+                continue
             view = view[n:]
 
     def disconnect(self) -> None:
