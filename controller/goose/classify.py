@@ -116,8 +116,8 @@ def quality_of(cls: str, flags: tuple[str, ...]) -> str:
 def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
     """The full verdict on `hdr` (a `GooseHeader`) for a stream whose memory is `ctx`.
 
-    `values_of(hdr)` decodes allData; it is called only when the frame advances the stream
-    and its data bytes differ from the last state's, so retransmissions decode nothing.
+    `values_of(hdr)` decodes allData; it is called only for a frame whose data set is
+    delivered (a new state, a first frame, a restart), so retransmissions decode nothing.
     Returns the verdict and the decoded values (None when not decoded).
     """
     first = ctx["st"] is None
@@ -147,10 +147,10 @@ def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
                 flags.append("unchanged_data")
             if hdr.t.to_ns() <= ctx["t_ns"]:
                 flags.append("stale_time")
-        shape = ctx["shape"]
-        if not same_data or shape is None:
-            values = values_of(hdr)
-            shape = (len(values), data_shape(values))
+        # a delivered state always carries its values (state changes are rare; the
+        # retransmissions that make up the traffic never get here)
+        values = values_of(hdr)
+        shape = (len(values), data_shape(values))
         expect = ctx["expect_shape"]
         if hdr.num_dat_set_entries != shape[0] or (
             (expect is not None and tuple(expect) != shape[1])

@@ -15,6 +15,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from controller.goose.config import GooseConfig
 
 TABLES = Path(__file__).parent / "tables"
+#: The bay the demo, `goosectl bench` and the examples use (examples/controller/bay1.yaml).
+DEFAULT_CONFIG = Path(__file__).parent / "defaults" / "bay1.yaml"
 
 #: Where a published member's value comes from (see `controller/logic/mapping.py`).
 MemberSource = Literal["position", "quality", "t", "now", "trip", "bf_trip", "true", "false"]

@@ -21,7 +21,7 @@ from protocols.ethernet.pcap import read_capture
 from protocols.goose import decode_frame
 
 REPO = Path(__file__).resolve().parents[2]
-CONFIG = REPO / "examples" / "controller" / "bay1.yaml"
+CONFIG = REPO / "examples" / "controller" / "bay1.yaml"  # a link to the packaged default
 
 
 def run(tmp_path: Path, scn=None, name: str = "run"):

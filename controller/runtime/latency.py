@@ -1,0 +1,124 @@
+"""Transition latency in process: trip frame bytes in -> TRIP bytes for the serial port, and
+-> trip-acknowledged GOOSE frame bytes built. Used by `goosectl bench` and benchmarks/.
+
+The bay controller runs with the firmware simulator on a virtual wire, so between samples
+the breaker is re-closed in virtual time (spring charge included) at no wall-time cost;
+only the call that handles the trip frame is timed, with `perf_counter_ns`, and the two
+moments the effects exist are taken by wrapping the two calls that produce them.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from controller.configfile import load_config
+from controller.goose.config import GooseConfig
+from controller.goose.hub import GooseHub
+from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+from controller.logic.core import BayController
+from controller.runtime.loop import VirtualWire
+from controller.runtime.scenario import EPOCH, PROT, S, publishers_config
+from firmware_sim.core import Firmware
+from protocols.goose import Boolean, Quality
+
+MS = 1_000_000
+
+
+@dataclass
+class Samples:
+    to_serial: list[int] = field(default_factory=list)
+    to_ack_frame: list[int] = field(default_factory=list)
+    whole_call: list[int] = field(default_factory=list)
+
+
+class TripBench:
+    def __init__(self, config: Path = DEFAULT_CONFIG) -> None:
+        cfg = load_config(config, ControllerConfig)
+        self.bay = BayController(cfg, EPOCH)
+        self.fw = Firmware(now_ns=EPOCH)
+        self.wire = VirtualWire(self.bay, self.fw, start_ns=EPOCH)
+        prot = [p for p in publishers_config().publishers if p.name == "prot-A"]
+        self.ied = GooseHub(GooseConfig(publishers=prot))
+        self.ied_id = next(iter(self.ied.publishers))
+        self.bay.start(EPOCH)
+        self.bay.link_opened(EPOCH)
+        self.wire.run_until(EPOCH + 100 * MS)
+        t = self.wire.now_ns
+        for e in self.ied.start(t, t):
+            self.bay.frame(e.data, "A", t)
+        self.marks: dict[str, int] = {}
+        self._instrument()
+
+    def _instrument(self) -> None:
+        link, hub = self.bay.link, self.bay.hub
+        send, publish = link.send_command, hub.publish
+        clock = time.perf_counter_ns
+
+        def timed_send(*a, **kw):
+            r = send(*a, **kw)
+            self.marks.setdefault("serial", clock())
+            return r
+
+        def timed_publish(*a, **kw):
+            r = publish(*a, **kw)
+            self.marks.setdefault("ack", clock())
+            return r
+
+        link.send_command = timed_send
+        hub.publish = timed_publish
+
+    def _trip_frame(self, value: bool, t: int) -> bytes:
+        """The protection IED's new state (its due retransmissions are delivered first)."""
+        self._run_until(t)
+        self.ied.runner.feed(
+            self.ied_id, "publish", t, ((Boolean(value), Quality().to_bitstring()), t)
+        )
+        return self.ied.drain()[-1].data
+
+    def _run_until(self, t: int) -> None:
+        """Virtual time for the wire and the IED's heartbeats, so no stream goes stale."""
+        while (d := self.ied.next_deadline()) is not None and d <= t:
+            self.wire.run_until(d)
+            for e in self.ied.advance(d):
+                self.bay.frame(e.data, "A", d)
+        self.wire.run_until(t)
+
+    def _reclose(self) -> None:
+        """Untimed: trip signal back to false, wait for the spring, close, wait."""
+        w = self.wire
+        self.bay.frame(self._trip_frame(False, w.now_ns), "A", w.now_ns)
+        self._run_until(w.now_ns + 6 * S)
+        self.bay.close_request(w.now_ns)
+        # past the device's anti-pumping window (a trip right after a close locks it out)
+        self._run_until(w.now_ns + 500 * MS)
+        if self.bay.bay.state != "closed":
+            raise RuntimeError(f"breaker did not re-close: bay is {self.bay.bay.state}")
+
+    def sample(self, n: int, warmup: int = 20) -> Samples:
+        out = Samples()
+        clock = time.perf_counter_ns
+        gc_was = gc.isenabled()
+        for i in range(warmup + n):
+            self._reclose()
+            now = self.wire.now_ns
+            frame = self._trip_frame(True, now)
+            self.marks.clear()
+            gc.disable()
+            t0 = clock()
+            self.bay.frame(frame, "A", now)
+            t1 = clock()
+            if gc_was:
+                gc.enable()
+            if "serial" not in self.marks or "ack" not in self.marks:
+                raise RuntimeError("the trip frame did not produce a TRIP and an ack")
+            if i >= warmup:
+                out.to_serial.append(self.marks["serial"] - t0)
+                out.to_ack_frame.append(self.marks["ack"] - t0)
+                out.whole_call.append(t1 - t0)
+            self._run_until(now + 100 * MS)  # the TRIP travels, the breaker opens
+            if self.bay.bay.state != "open":
+                raise RuntimeError(f"breaker did not open: bay is {self.bay.bay.state}")
+        return out
