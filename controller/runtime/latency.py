@@ -20,7 +20,7 @@ from controller.goose.hub import GooseHub
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.loop import VirtualWire
-from controller.runtime.scenario import EPOCH, PROT, S, publishers_config
+from controller.runtime.scenario import EPOCH, S, publishers_config
 from firmware_sim.core import Firmware
 from protocols.goose import Boolean, Quality
 
