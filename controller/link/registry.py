@@ -164,13 +164,13 @@ def boot_changed(ctx, ev) -> bool:
 
 @REGISTRY.guard
 def completes_resync(ctx, ev) -> bool:
-    msg, _seq, _command, tag, reason = ev.payload
+    _msg, _seq, _command, tag, reason = ev.payload
     return tag == "resync" and reason is None and ctx["resync_left"] == 1
 
 
 @REGISTRY.action
 def resync_step(ctx, ev) -> dict | None:
-    msg, _seq, _command, tag, reason = ev.payload
+    _msg, _seq, _command, tag, reason = ev.payload
     if tag == "resync" and reason is None:
         return {"resync_left": max(0, ctx["resync_left"] - 1)}
     return None
@@ -179,7 +179,7 @@ def resync_step(ctx, ev) -> dict | None:
 @REGISTRY.action
 def learn_response(ctx, ev) -> list:
     """Refresh the device view from a response and settle an operation that never started."""
-    msg, seq, command, tag, reason = ev.payload
+    msg, seq, command, _tag, reason = ev.payload
     updates: dict = {}
     out: list = [updates]
     boot = _boot_of(msg)

@@ -89,13 +89,37 @@ class BayController:
         self.link.receive(data, now_ns)
         self._settle([], now_ns)
 
-    def link_opened(self, now_ns: int) -> None:
+    # the serial port's shell (`SerialLink`) drives these, as it drives a bare `LinkCore`
+
+    def opened(self, now_ns: int) -> None:
+        """The shell (re)opened the serial port."""
         self.link.opened(now_ns)
         self._settle([], now_ns)
 
-    def link_closed(self, now_ns: int) -> None:
+    def closed(self, now_ns: int) -> None:
+        """The serial port went away."""
         self.link.closed(now_ns)
         self._settle([], now_ns)
+
+    @property
+    def reopen_wanted(self) -> bool:
+        return self.link.reopen_wanted
+
+    @reopen_wanted.setter
+    def reopen_wanted(self, value: bool) -> None:
+        self.link.reopen_wanted = value
+
+    def take_events(self) -> list:
+        """Link outcomes are consumed here (they become bay events), none are left over."""
+        return []
+
+    @property
+    def state(self) -> str:
+        return self.link.state
+
+    @property
+    def view(self) -> dict[str, Any]:
+        return self.link.view
 
     def close_request(self, now_ns: int, origin: str = "operator") -> None:
         self._now = now_ns
@@ -163,6 +187,7 @@ class BayController:
             self.reports.append(e)
             self.link.send_command(e.command, now_ns)
         elif t is PublishTopic:
+            self.reports.append(e)
             for pub in self.pubs_by_topic.get(e.topic, ()):
                 values = publication_values(pub, self.bay.state, self.bay.ctx, self._utc)
                 queue.extend(self.hub.publish(pub.gocb_ref, values, now_ns, self._utc))

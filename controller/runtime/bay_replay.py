@@ -10,10 +10,12 @@ virtual time it was sent.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
 from controller.logic.core import BayController
+from controller.logic.effects import DeviceCommand
 from controller.runtime.loop import VirtualWire
 from firmware_sim.core import Firmware
 from protocols.ethernet.pcap import PcapWriter
@@ -36,6 +38,9 @@ class BayReplay:
         self.on_report = on_report
         self.sent = 0
         self.frames_in = 0
+        #: wall time of each `bay.frame` call, and of those that sent a device command
+        self.frame_ns: list[int] = []
+        self.actuating_ns: list[int] = []
         self.wire = wire or VirtualWire(bay, firmware, start_ns=0, on_step=self._drain)
         if wire is not None:
             wire.on_step = self._drain
@@ -62,14 +67,20 @@ class BayReplay:
             if not started:
                 wire.now_ns = ts
                 self.bay.start(ts)
-                self.bay.link_opened(ts)
+                self.bay.opened(ts)
                 started = True
             while pending and pending[0][0] <= ts:
                 t, what, value = pending.pop(0)
                 wire.run_until(t)
                 self.fw.inject(what, value, t)
             wire.run_until(ts)
+            before = len(self.bay.reports)
+            t0 = time.perf_counter_ns()
             self.bay.frame(data, "A", ts)
+            dt = time.perf_counter_ns() - t0
+            self.frame_ns.append(dt)
+            if any(type(r) is DeviceCommand for r in self.bay.reports[before:]):
+                self.actuating_ns.append(dt)
             self.frames_in += 1
             wire.run_until(ts)  # bytes the frame caused cross now, at the same instant
         for t, what, value in pending:

@@ -44,7 +44,7 @@ class TripBench:
         self.ied = GooseHub(GooseConfig(publishers=prot))
         self.ied_id = next(iter(self.ied.publishers))
         self.bay.start(EPOCH)
-        self.bay.link_opened(EPOCH)
+        self.bay.opened(EPOCH)
         self.wire.run_until(EPOCH + 100 * MS)
         t = self.wire.now_ns
         for e in self.ied.start(t, t):

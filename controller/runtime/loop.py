@@ -156,10 +156,19 @@ class VirtualPortPair:
     the run is the same as `VirtualWire`'s, through real file descriptors.
     """
 
-    def __init__(self, a: Shell, b: Shell, *, start_ns: int = 0, guard_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        a: Shell,
+        b: Shell,
+        *,
+        start_ns: int = 0,
+        guard_s: float = 5.0,
+        on_step: Callable[[int], None] | None = None,
+    ) -> None:
         self.a, self.b = a, b
         self.now_ns = start_ns
         self.guard_s = guard_s
+        self.on_step = on_step  # as VirtualWire's: called after every exchange
 
     def in_flight(self) -> int:
         return (self.a.bytes_out - self.b.bytes_in) + (self.b.bytes_out - self.a.bytes_in)
@@ -169,6 +178,8 @@ class VirtualPortPair:
 
         while True:
             got = self.a.poll(self.now_ns) + self.b.poll(self.now_ns)
+            if self.on_step is not None:
+                self.on_step(self.now_ns)
             if got:
                 continue
             if self.in_flight() <= 0:

@@ -14,6 +14,7 @@ The shell owns the port and nothing else: reconnecting is decided by the link ta
 
 from __future__ import annotations
 
+import contextlib
 import selectors
 import time
 from collections import deque
@@ -38,13 +39,16 @@ class SerialLink:
         on_event: Callable[[LinkEvent], None] | None = None,
         baudrate: int = 115_200,
         now_ns: int | None = None,
+        core: Any = None,
     ) -> None:
+        """`core` is the sans-IO endpoint the port feeds: a `LinkCore` by default, or
+        anything with its shape (the bay controller, which wraps one)."""
         self.url = url
         self.clock = clock
         self.baudrate = baudrate
         self.on_event = on_event
         self.events: deque[LinkEvent] = deque()  # filled when there is no on_event
-        self.core = LinkCore(config, clock() if now_ns is None else now_ns)
+        self.core = core or LinkCore(config, clock() if now_ns is None else now_ns)
         self.port: serial.SerialBase | None = None
         self.bytes_in = 0
         self.bytes_out = 0
@@ -71,10 +75,8 @@ class SerialLink:
 
     def _close_port(self) -> None:
         if self.port is not None:
-            try:
+            with contextlib.suppress(PORT_ERRORS):
                 self.port.close()
-            except PORT_ERRORS:
-                pass
             self.port = None
 
     def fileno(self) -> int | None:

@@ -1,0 +1,121 @@
+"""What a person reads after a run: a timeline, the anomalies, latency percentiles.
+
+Shared by `goosectl demo`, `goosectl replay --device sim` and `goosectl bench`.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from controller.engine.effects import Notify
+from controller.goose.effects import FrameClassified, PublisherSides, StreamState
+from controller.link.effects import LinkEvent
+from controller.logic.core import BayStep
+from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
+
+NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
+
+
+def percentiles(xs_ns: list[int]) -> dict[str, float]:
+    """p50/p99/p99.9/max in microseconds (empty -> zeros)."""
+    if not xs_ns:
+        return {"n": 0, "p50": 0.0, "p99": 0.0, "p99.9": 0.0, "max": 0.0}
+    s = sorted(xs_ns)
+    n = len(s)
+
+    def at(q: float) -> float:
+        return s[min(n - 1, int(q * n))] / 1000.0
+
+    return {"n": n, "p50": at(0.5), "p99": at(0.99), "p99.9": at(0.999), "max": s[-1] / 1000}
+
+
+def format_percentiles(rows: dict[str, dict[str, float]], unit: str = "us") -> list[str]:
+    out = [f"  {'path':44} {'n':>6} {'p50':>9} {'p99':>9} {'p99.9':>9} {'max':>9}  ({unit})"]
+    for name, p in rows.items():
+        out.append(
+            f"  {name:44} {p['n']:>6} {p['p50']:>9.1f} {p['p99']:>9.1f} "
+            f"{p['p99.9']:>9.1f} {p['max']:>9.1f}"
+        )
+    return out
+
+
+class Timeline:
+    """Collects reports as (virtual time, report) and turns them into lines."""
+
+    def __init__(self, t0_ns: int) -> None:
+        self.t0 = t0_ns
+        self.items: list[tuple[int, Any]] = []
+        self.classes: Counter[str] = Counter()
+        self.flags: Counter[str] = Counter()
+
+    def add(self, t_ns: int, report: Any) -> None:
+        if type(report) is FrameClassified:
+            self.classes[report.cls] += 1
+            for f in report.flags:
+                self.flags[f] += 1
+            if report.cls in NORMAL_CLASSES and not report.flags:
+                return
+            if report.cls == "duplicate" and report.side in ("A", "B"):
+                return  # the other network's copy of an A/B frame: expected, counted
+        self.items.append((t_ns, report))
+
+    def line(self, t_ns: int, r: Any) -> str | None:
+        t = f"{(t_ns - self.t0) / 1e9:9.3f} s"
+        if isinstance(r, BayStep):
+            moves = [(a, b) for a, _, b in r.transitions if a != b]
+            if not moves:
+                return None
+            return f"{t}  bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
+        if isinstance(r, DeviceCommand):
+            return f"{t}  device   {r.command.upper()} sent ({r.reason})"
+        if isinstance(r, PublishTopic):
+            return f"{t}  goose    published {r.topic}"
+        if isinstance(r, Alarm):
+            return f"{t}  ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
+                f": {r.detail}" if r.detail else ""
+            )
+        if isinstance(r, Notify):
+            return f"{t}  notice   {r.topic}: {r.data}"
+        if isinstance(r, StreamState):
+            side = "" if r.side == "-" else f" side {r.side}"
+            return f"{t}  goose    {r.stream.split('@')[0]}{side} {r.state}"
+        if isinstance(r, PublisherSides):
+            return f"{t}  goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})"
+        if isinstance(r, FrameClassified):
+            flags = f" [{', '.join(r.flags)}]" if r.flags else ""
+            return (
+                f"{t}  frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
+            )
+        if isinstance(r, LinkEvent):
+            if r.kind in ("position_changed",):
+                return f"{t}  device   position {r.get('position')} ({r.get('cause')})"
+            if r.kind in ("operation_failed", "cmd_failed", "device_reset", "link_state"):
+                what = r.get("state") or r.reason or ""
+                return f"{t}  device   {r.kind} {r.command or ''} {what}".rstrip()
+            return None
+        return None
+
+    def lines(self) -> list[str]:
+        return [x for t, r in self.items if (x := self.line(t, r)) is not None]
+
+    def anomalies(self) -> list[str]:
+        out = [
+            f"  {n} frame(s) classified {c}"
+            + (" (mostly the second copies of A/B frames)" if c == "duplicate" else "")
+            for c, n in sorted(self.classes.items())
+            if c not in NORMAL_CLASSES
+        ]
+        out += [f"  {n} frame(s) flagged {f}" for f, n in sorted(self.flags.items())]
+        alarms = Counter(r.name for _, r in self.items if isinstance(r, Alarm) and r.active)
+        out += [f"  alarm {a} raised {n} time(s)" for a, n in sorted(alarms.items())]
+        lost = Counter(
+            (r.stream.split("@")[0], r.side)
+            for _, r in self.items
+            if isinstance(r, StreamState) and r.state == "lost"
+        )
+        out += [
+            f"  stream {s}{'' if side == '-' else ' side ' + side} lost {n} time(s)"
+            for (s, side), n in sorted(lost.items())
+        ]
+        return out
