@@ -40,7 +40,7 @@ def samples(short: bool) -> int:
     return 20_000 if short else 200_000
 
 
-def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # noqa: ARG001
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
     if RESULTS:
         terminalreporter.write_sep("=", "per-call percentiles (us) and ratios to baselines")
         terminalreporter.write_line(format_table())

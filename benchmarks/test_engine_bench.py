@@ -30,11 +30,18 @@ def act(ctx, ev):
 
 
 def engine_toggle():
-    spec = MachineSpec.model_validate({
-        "name": "toggle", "initial": "off", "states": ["off", "on"], "events": ["flip"],
-        "transitions": [{"source": "off", "event": "flip", "target": "on"},
-                        {"source": "on", "event": "flip", "target": "off"}],
-    })
+    spec = MachineSpec.model_validate(
+        {
+            "name": "toggle",
+            "initial": "off",
+            "states": ["off", "on"],
+            "events": ["flip"],
+            "transitions": [
+                {"source": "off", "event": "flip", "target": "on"},
+                {"source": "on", "event": "flip", "target": "off"},
+            ],
+        }
+    )
     m = Table.from_spec(spec).new("t")
     m.start(0)
     return m
@@ -42,18 +49,31 @@ def engine_toggle():
 
 def engine_ring(n: int = 10):
     states = [f"s{i}" for i in range(n)]
-    spec = MachineSpec.model_validate({
-        "name": "ring", "initial": "s0", "states": states, "events": ["next"],
-        "transitions": [{"source": s, "event": "next", "target": states[(i + 1) % n],
-                         "guard": "ok", "actions": ["act"]} for i, s in enumerate(states)],
-    })
+    spec = MachineSpec.model_validate(
+        {
+            "name": "ring",
+            "initial": "s0",
+            "states": states,
+            "events": ["next"],
+            "transitions": [
+                {
+                    "source": s,
+                    "event": "next",
+                    "target": states[(i + 1) % n],
+                    "guard": "ok",
+                    "actions": ["act"],
+                }
+                for i, s in enumerate(states)
+            ],
+        }
+    )
     m = Table.from_spec(spec, [REG]).new("r")
     m.start(0)
     return m
 
 
 def transitions_ring(n: int = 10):
-    from transitions import Machine  # noqa: PLC0415
+    from transitions import Machine
 
     class Model:
         def ok(self, *a):
@@ -64,27 +84,47 @@ def transitions_ring(n: int = 10):
 
     states = [f"s{i}" for i in range(n)]
     model = Model()
-    Machine(model, states=states, initial="s0", auto_transitions=False,
-            transitions=[{"trigger": "next", "source": s, "dest": states[(i + 1) % n],
-                          "conditions": "ok", "after": "act"} for i, s in enumerate(states)])
+    Machine(
+        model,
+        states=states,
+        initial="s0",
+        auto_transitions=False,
+        transitions=[
+            {
+                "trigger": "next",
+                "source": s,
+                "dest": states[(i + 1) % n],
+                "conditions": "ok",
+                "after": "act",
+            }
+            for i, s in enumerate(states)
+        ],
+    )
     return model
 
 
 def transitions_toggle():
-    from transitions import Machine  # noqa: PLC0415
+    from transitions import Machine
 
     class Model:
         pass
 
     model = Model()
-    Machine(model, states=["off", "on"], initial="off", auto_transitions=False,
-            transitions=[{"trigger": "flip", "source": "off", "dest": "on"},
-                         {"trigger": "flip", "source": "on", "dest": "off"}])
+    Machine(
+        model,
+        states=["off", "on"],
+        initial="off",
+        auto_transitions=False,
+        transitions=[
+            {"trigger": "flip", "source": "off", "dest": "on"},
+            {"trigger": "flip", "source": "on", "dest": "off"},
+        ],
+    )
     return model
 
 
 def statemachine_ring(n: int = 10):
-    from statemachine import State, StateMachine  # noqa: PLC0415
+    from statemachine import State, StateMachine
 
     attrs = {f"s{i}": State(initial=(i == 0)) for i in range(n)}
     nxt = None
@@ -99,7 +139,7 @@ def statemachine_ring(n: int = 10):
 
 
 def statemachine_toggle():
-    from statemachine import State, StateMachine  # noqa: PLC0415
+    from statemachine import State, StateMachine
 
     class Toggle(StateMachine):
         off = State(initial=True)
@@ -137,8 +177,7 @@ def test_dispatch_side_by_side(benchmark, samples, short, case):
 
     sm = statemachine_toggle() if case == "toggle" else statemachine_ring()
     sm_fire = getattr(sm, ev)
-    psm = sample_calls(sm_fire, max(1000, samples // 50), name="python-statemachine",
-                       group=group)
+    psm = sample_calls(sm_fire, max(1000, samples // 50), name="python-statemachine", group=group)
 
     for r in (ours, psm, floor):
         ratio(r, theirs)

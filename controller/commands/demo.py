@@ -38,10 +38,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.live:
-        from controller.runtime.demo_live import run_live_demo  # noqa: PLC0415
+        from controller.runtime.demo_live import run_live_demo
 
         return run_live_demo(args)
-    from controller.runtime.demo import print_progress, report_lines, run_demo  # noqa: PLC0415
+    from controller.runtime.demo import print_progress, report_lines, run_demo
 
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     folder = args.out or Path(f"goosectl-demo-{stamp}")

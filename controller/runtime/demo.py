@@ -43,7 +43,7 @@ def make_wire(bay: BayController, fw: Firmware, t0: int, pty: bool):
     """The two ends on one virtual clock: a real pty between them, or in memory."""
     if not pty:
         return None, lambda: None
-    from controller.runtime.pty_wire import pty_wire  # noqa: PLC0415 - only the pty path
+    from controller.runtime.pty_wire import pty_wire
 
     return pty_wire(bay, fw, t0)
 
