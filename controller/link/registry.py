@@ -164,8 +164,10 @@ def boot_changed(ctx, ev) -> bool:
 
 @REGISTRY.guard
 def completes_resync(ctx, ev) -> bool:
-    _msg, _seq, _command, tag, reason = ev.payload
-    return tag == "resync" and reason is None and ctx["resync_left"] == 1
+    msg, _seq, _command, tag, reason = ev.payload
+    # an unsynced device has a POWER_UP on its way: stay connecting until it is handled
+    synced = isinstance(msg, m.Ack) and bool(msg.flags & m.StatusFlag.SYNCED)
+    return tag == "resync" and reason is None and ctx["resync_left"] == 1 and synced
 
 
 @REGISTRY.action
