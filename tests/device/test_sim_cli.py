@@ -1,0 +1,78 @@
+"""`goosectl sim` as a process: first line is the port, a controller links up over it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from controller.link import LinkConfig
+from controller.runtime.serial_link import SerialLink
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _start(*args: str) -> tuple[subprocess.Popen, str]:
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "controller", "sim", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return proc, proc.stdout.readline().strip()
+
+
+def _stop(proc: subprocess.Popen) -> str:
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=10)
+    return err
+
+
+def test_sim_pty_prints_path_and_serves_with_faults() -> None:
+    proc, path = _start(
+        "--pty", "--corrupt", "0.05", "--drop", "0.05", "--seed", "3", "--spring-ms", "50"
+    )
+    try:
+        assert os.path.exists(path), path
+        link = SerialLink(path, LinkConfig())
+        try:
+            assert link.open()
+            assert link.run_until(lambda: link.state == "up", 10)
+            seq = link.send_command("close")
+            assert link.run_until(
+                lambda: any(e.seq == seq and e.kind == "operation_complete" for e in link.events),
+                10,
+            )
+        finally:
+            link.close()
+    finally:
+        err = _stop(proc)
+    assert "operations={'close': 1}" in err
+
+
+def test_sim_tcp_serves_pyserial_socket_url() -> None:
+    proc, url = _start("--tcp", "127.0.0.1:0")
+    try:
+        assert url.startswith("socket://127.0.0.1:")
+        link = SerialLink(url, LinkConfig())
+        try:
+            assert link.open()
+            assert link.run_until(lambda: link.state == "up", 10)
+        finally:
+            link.close()
+    finally:
+        _stop(proc)
+
+
+def test_sim_bad_arguments_exit_2_with_a_reason() -> None:
+    r = subprocess.run(
+        [sys.executable, "-m", "controller", "sim", "--pty", "--open-ms", "1"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert r.returncode == 2 and "OPEN_TIME_MS=1 is outside 5..1000" in r.stderr
