@@ -205,3 +205,12 @@ class VirtualPortPair:
 
     def run_for(self, ns: int) -> None:
         self.run_until(self.now_ns + ns)
+
+    def run_until_true(self, predicate: Callable[[], bool], limit_ns: int, step_ns: int) -> bool:
+        """Step `step_ns` at a time until `predicate()` holds or `limit_ns` has passed."""
+        end = self.now_ns + limit_ns
+        while not predicate():
+            if self.now_ns >= end:
+                return False
+            self.run_until(min(end, self.now_ns + step_ns))
+        return True

@@ -30,21 +30,6 @@ def _wait(link: SerialLink, pair, seq: int, kinds: set[str], step_ms: int = 10, 
     return seen
 
 
-def _run_until_true(self, predicate, limit_ns, step_ns):
-    end = self.now_ns + limit_ns
-    while not predicate():
-        if self.now_ns >= end:
-            return False
-        self.run_until(min(end, self.now_ns + step_ns))
-    return True
-
-
-# VirtualPortPair has run_for/run_until; give it the same helper VirtualWire has.
-from controller.runtime.loop import VirtualPortPair  # noqa: E402
-
-VirtualPortPair.run_until_true = _run_until_true
-
-
 def test_1000_trip_close_under_corruption_and_loss_each_operate_exactly_once(virtual_pty):
     faults = ShellFaults(FaultConfig(corrupt=0.05, drop=0.05), seed=2024)
     link, dev, pair = virtual_pty(faults)
