@@ -49,6 +49,8 @@ class LiveGoose:
         iface_b: str | None = None,
         promiscuous: bool | None = None,
     ) -> None:
+        """`hub` is a `GooseHub`, or anything with its inputs (start, frame, advance, link,
+        next_deadline) and its `bank` and `runner` (the bay controller's adapter)."""
         self.hub = hub
         groups = sorted({s.dst for s in hub.bank.subs.values()})
         promisc = hub.bank.observer if promiscuous is None else promiscuous
@@ -70,6 +72,9 @@ class LiveGoose:
         self.extra: dict[int, Callable[[], None]] = {}
         self.stopped = False
         self.last_latency_ns: int | None = None
+        #: called with the time after every input, before frames are sent: the serial
+        #: port's shell flushes a TRIP here, ahead of the GOOSE frames the same input caused
+        self.on_round: list[Callable[[int], None]] = []
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
         """Another input (stdin for `publish`, a control socket) served by the same loop."""
@@ -148,6 +153,8 @@ class LiveGoose:
                     t_in = clock()
                     vlan = Vlan(rx.vlan.vid, rx.vlan.pcp, rx.vlan.dei) if rx.vlan else None
                     out = hub.frame(rx.frame, side, t_in, vlan)
+                    for hook in self.on_round:
+                        hook(t_in)
                     if out:
                         out += self.execute(out, t_in)
                     self.last_latency_ns = clock() - t_in
@@ -157,6 +164,8 @@ class LiveGoose:
                         on_frame(number, rx.ts_ns or time.time_ns(), rx.frame, vlan, out)
             now = clock()
             out = hub.advance(now)
+            for hook in self.on_round:
+                hook(now)
             if out:
                 out += self.execute(out, now)
                 if on_effects:

@@ -1,0 +1,154 @@
+"""`goosectl run`: the bay controller live — raw sockets for GOOSE (A/B), the device on a
+serial port, a journal, a status view — in one selectors loop on the monotonic clock."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, TextIO
+
+from controller.goose.effects import FrameClassified, SendFrame, StreamState
+from controller.logic.core import BayController
+from controller.logic.effects import Alarm, DeviceCommand
+from controller.runtime.goose_live import LiveGoose
+from controller.runtime.serial_link import SerialLink
+from protocols.goose import Vlan
+
+
+class BayGooseCore:
+    """The bay controller seen through the GOOSE hub's interface, for `LiveGoose`."""
+
+    def __init__(self, bay: BayController) -> None:
+        self.bay = bay
+        self.bank = bay.hub.bank
+        self.runner = bay.runner
+
+    def _out(self) -> list[Any]:
+        return [*self.bay.take_frames(), *self.bay.take_reports()]
+
+    def start(self, now_ns: int, utc_ns: int) -> list[Any]:
+        self.bay.utc_offset_ns = utc_ns - now_ns
+        self.bay.start(now_ns)
+        return self._out()
+
+    def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> list[Any]:
+        self.bay.frame(buf, side, now_ns, vlan)
+        return self._out()
+
+    def advance(self, now_ns: int) -> list[Any]:
+        self.bay.advance(now_ns)
+        return self._out()
+
+    def link(self, side: str, up: bool, now_ns: int) -> list[Any]:
+        return [*self.bay.hub.link(side, up, now_ns), *self._out()]
+
+    def next_deadline(self) -> int | None:
+        return self.bay.next_deadline()
+
+    def drain(self) -> list[Any]:
+        return self._out()
+
+
+class Status:
+    """Counters and the last latencies, printed every second and at the end."""
+
+    def __init__(self, bay: BayController, live: LiveGoose, stream: TextIO = sys.stderr):
+        self.bay, self.live, self.stream = bay, live, stream
+        self.counts: Counter[str] = Counter()
+        self.alarms: dict[str, bool] = {}
+        self.next_ns = 0
+
+    def note(self, effects: list[Any]) -> None:
+        for e in effects:
+            t = type(e)
+            if t is FrameClassified:
+                self.counts[f"frames.{e.cls}"] += 1
+            elif t is DeviceCommand:
+                self.counts[f"device.{e.command}"] += 1
+            elif t is SendFrame:
+                self.counts["frames.sent"] += 1
+            elif t is Alarm:
+                self.alarms[e.name] = e.active
+            elif t is StreamState:
+                self.counts[f"stream.{e.state}"] += 1
+
+    def line(self) -> str:
+        streams = " ".join(
+            f"{s.label}:{self.bay.runner.machines[s.id].state}"
+            for s in self.bay.hub.bank.streams.values()
+        )
+        lat = self.live.last_latency_ns
+        active = ",".join(a for a, on in sorted(self.alarms.items()) if on) or "-"
+        return (
+            f"breaker={self.bay.bay.state} pos={self.bay.bay.ctx['position']} "
+            f"link={self.bay.link.state} streams[{streams}] alarms[{active}] "
+            f"frames={self.live.frames} last={lat / 1000 if lat else 0:.0f}us"
+        )
+
+    def tick(self, now_ns: int) -> None:
+        if now_ns >= self.next_ns:
+            self.next_ns = now_ns + 1_000_000_000
+            self.stream.write(self.line() + "\n")
+            self.stream.flush()
+
+
+class BayLive:
+    """The live shell: `LiveGoose` for the networks, `SerialLink` for the device."""
+
+    def __init__(
+        self,
+        bay: BayController,
+        iface_a: str,
+        iface_b: str | None,
+        port: str,
+        status_every: bool = True,
+        on_effects: Callable[[list[Any]], None] | None = None,
+    ) -> None:
+        self.bay = bay
+        self.core = BayGooseCore(bay)
+        self.live = LiveGoose(self.core, iface_a, iface_b)
+        self.status = Status(bay, self.live)
+        self.serial = SerialLink(port, core=bay)
+        self.status_every = status_every
+        self.on_effects = on_effects
+        self._fd: int | None = None
+        self.live.on_round.append(self._serial_round)
+
+    def _serial_round(self, now: int) -> None:
+        serial, live = self.serial, self.live
+        serial.poll(now)
+        fd = serial.fileno()
+        if fd != self._fd:
+            if self._fd is not None:
+                live.remove_reader(self._fd)
+            if fd is not None:
+                live.add_reader(fd, lambda: None)  # wakes the loop; this round reads it
+            self._fd = fd
+        more = self.core.drain()
+        if more:
+            more += live.execute(more, now)
+            self._sink(more)
+        if self.status_every:
+            self.status.tick(now)
+
+    def _sink(self, effects: list[Any]) -> None:
+        self.status.note(effects)
+        if self.on_effects:
+            self.on_effects(effects)
+
+    def run(self, until_ns: int | None = None) -> None:
+        self.serial.open(time.monotonic_ns())
+        try:
+            self.live.run(
+                on_frame=lambda n, ts, b, v, out: self._sink(out),
+                on_effects=self._sink,
+                until_ns=until_ns,
+            )
+        finally:
+            self.serial.close()
+            self.live.close()
+
+    def stop(self) -> None:
+        self.live.stop()
