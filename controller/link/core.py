@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.engine import Table
-from controller.link.bus import Bus
+from controller.engine.bus import Bus
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from controller.link.registry import COMMANDS, build
 from protocols.serial import messages as m

@@ -1,9 +1,11 @@
-"""Several engine machines on one timer heap, effects handled in order.
+"""Several engine machines on one timer heap, talking to each other, effects by type.
 
-The board is a handful of small tables that talk to each other (the breaker tells the
-spring to discharge, the command handler hands a command to the breaker). Effects are
-queued and delivered first-in first-out after the step that produced them, so one input
-runs to completion deterministically: same inputs, same times -> same outputs.
+For a group of small tables that send each other events (the device link's link and
+command machines; the simulated board's breaker, spring, io, commands and events), each
+effect type goes to one handler, and events sent while a step's effects are handled are
+queued and delivered first-in first-out after it, so one input runs to completion
+deterministically: same inputs, same times -> same outputs. (`Runner` is the simpler
+sibling for independent machines with one effect sink and a journal.)
 """
 
 from __future__ import annotations
@@ -12,7 +14,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from controller.engine import Machine, TimerHeap
+from controller.engine.machine import Machine
+from controller.engine.timers import TimerHeap
 from controller.engine.effects import CancelTimer, Effect, StartTimer
 
 Handler = Callable[[str, Effect, int], None]
