@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.engine import Table
-from controller.engine.effects import Effect
 from controller.engine.bus import Bus
+from controller.engine.effects import Effect
 from firmware_sim.effects import Emit, Execute, Operated, Reboot, Respond, Signal, Transmit
 from protocols.serial import messages as m
 from protocols.serial.errors import LinkProtocolError

@@ -14,9 +14,9 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from controller.engine.effects import CancelTimer, Effect, StartTimer
 from controller.engine.machine import Machine
 from controller.engine.timers import TimerHeap
-from controller.engine.effects import CancelTimer, Effect, StartTimer
 
 Handler = Callable[[str, Effect, int], None]
 
