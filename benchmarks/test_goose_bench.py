@@ -25,11 +25,11 @@ from benchmarks.percentiles import ratio, sample_calls, summarise
 from benchmarks.wire import _SEQ_AT, WireFloor
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
+from controller.runtime.netns import NetLab
 from controller.runtime.replay import Replay
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, mac, parse_header
 from tests.codec.corpus import flat16
-from tests.support.netns import NetLab
 from tests.support.peers import require_root
 
 HARD_LIMIT_US = 4000.0

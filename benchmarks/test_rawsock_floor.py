@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from benchmarks.percentiles import RESULTS, ratio, summarise
 from benchmarks.wire import OneWay, WireFloor
-from tests.support.netns import netlab
+from controller.runtime.netns import netlab
 from tests.support.peers import require_root
 
 GROUP = "wire-floor"

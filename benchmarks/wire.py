@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Sequence
 
+from controller.runtime.netns import NetLab
 from protocols.ethernet.rawsock import RawSocket
-from tests.support.netns import NetLab
 
 GROUP = bytes.fromhex("010ccd0100ff")
 SRC = bytes.fromhex("02000000b001")

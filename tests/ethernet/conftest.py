@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from controller.runtime.netns import Namespace, NetLab, Veth
 from protocols.ethernet.rawsock import RawSocket
-from tests.support.netns import Namespace, NetLab, Veth, netlab_fixture
+from tests.support.netns import netlab_fixture
 
 netlab = netlab_fixture()
 

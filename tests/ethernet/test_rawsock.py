@@ -12,6 +12,7 @@ import time
 
 import pytest
 
+from controller.runtime.netns import vlan_supported
 from protocols.ethernet.rawsock import (
     FrameSizeError,
     LinkDownError,
@@ -20,7 +21,6 @@ from protocols.ethernet.rawsock import (
 )
 from protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
 from tests.ethernet.frames import GROUP_A, GROUP_B, frame, labels, read_until
-from tests.support.netns import vlan_supported
 from tests.support.peers import REPO
 
 pytestmark = pytest.mark.root

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from tests.support.netns import netlab
+from controller.runtime.netns import netlab
 from tests.support.peers import require_iec61850, require_root
 
 pytestmark = pytest.mark.root

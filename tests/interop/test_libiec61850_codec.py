@@ -21,6 +21,7 @@ from typing import Any
 import pytest
 from scapy.utils import RawPcapReader
 
+from controller.runtime.netns import Namespace, NetLab, netlab
 from protocols.ethernet.rawsock import RawSocket
 from protocols.ethernet.vlan import VlanTag
 from protocols.goose.data import (
@@ -41,7 +42,6 @@ from protocols.goose.frame import GooseFrame, decode_frame, encode_frame
 from protocols.goose.header import Vlan
 from protocols.goose.utctime import UtcTime
 from tests.ethernet.frames import read_until
-from tests.support.netns import Namespace, NetLab, netlab
 from tests.support.peers import capture_files, require_iec61850, require_root
 
 pytestmark = pytest.mark.peer
