@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from benchmarks.wire import probe_frame
 from controller.goose.effects import FrameClassified
 from controller.goose.hub import GooseHub
 from controller.runtime.goose_live import LiveGoose
+from controller.runtime.wire_floor import probe_frame
 
 
 def classify(iface: str) -> int:

@@ -22,11 +22,11 @@ import time
 import pytest
 
 from benchmarks.percentiles import ratio, sample_calls, summarise
-from benchmarks.wire import _SEQ_AT, WireFloor
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.runtime.netns import NetLab
 from controller.runtime.replay import Replay
+from controller.runtime.wire_floor import _SEQ_AT, WireFloor
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, mac, parse_header
 from tests.codec.corpus import flat16

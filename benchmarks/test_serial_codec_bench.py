@@ -21,7 +21,8 @@ import crc as crc_lib
 import pytest
 from cobs.cobs import _cobs_ext, _cobs_py
 
-from benchmarks.percentiles import Percentiles, ratio, sample_calls
+from benchmarks.percentiles import Percentiles, ratio, sample_calls, summarise
+from controller.runtime.floors import pty_round_trips
 from protocols.serial import messages as m
 from protocols.serial.crc import crc16_reference
 from protocols.serial.port import open_pty_pair
@@ -33,34 +34,12 @@ POSITION = m.PositionChange(43, m.Dbpos.OFF, m.Dbpos.ON, m.PositionCause.TRIP_CO
 CASES = {"trip": TRIP, "ack": ACK, "position_change": POSITION}
 
 
-def _read_exactly(fd: int, n: int) -> bytes:
-    got = os.read(fd, n)
-    while len(got) < n:
-        got += os.read(fd, n - len(got))
-    return got
-
-
 def measure_pty_floor(
     nbytes: int, n: int, *, name: str | None = None, group: str = "serial/pty"
 ) -> Percentiles:
-    """p50/p99 of one bare pty round trip: write ``nbytes`` to the master, read them on the
-    slave, write them back from the slave, read them on the master. No codec, no pyserial:
-    the least any serial exchange on this machine can cost, so link latencies are reported
-    as a ratio to it.
-    """
-    payload = bytes((i % 255) + 1 for i in range(nbytes))
-    with open_pty_pair() as pair:
-        master, slave = pair.master_fd, pair.slave_fd
-
-        def round_trip() -> None:
-            os.write(master, payload)
-            _read_exactly(slave, nbytes)
-            os.write(slave, payload)
-            _read_exactly(master, nbytes)
-
-        return sample_calls(
-            round_trip, n, name=name or f"pty_floor_{nbytes}B", group=group, warmup=200
-        )
+    """p50/p99 of one bare pty round trip (see `controller.runtime.floors`): the least any
+    serial exchange on this machine can cost, so link latencies are reported as a ratio."""
+    return summarise(name or f"pty_floor_{nbytes}B", group, pty_round_trips(nbytes, n))
 
 
 def _record(benchmark, result: Percentiles) -> None:

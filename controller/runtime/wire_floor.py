@@ -9,7 +9,7 @@ report what the controller adds, not what the kernel costs.
 (in this process, via setns) and starts an echo peer on the other end (a separate Python
 process, as a real peer would be). `roundtrip_ns()` sends one frame and waits, through a
 selector like the runtime's loop, for the echoed copy. Run the peer alone with
-`python -m benchmarks.wire echo --iface X --group 01:0c:cd:01:00:01`.
+`python -m controller.runtime.wire_floor echo --iface X --group 01:0c:cd:01:00:01`.
 """
 
 from __future__ import annotations
@@ -48,7 +48,12 @@ class WireFloor:
             ours, theirs = self.lab.namespace(), self.lab.namespace()
             self.lab.veth(ours, theirs, a="floor0", b="echo0")
             self.peer = theirs.python_module(
-                "benchmarks.wire", "echo", "--iface", "echo0", "--group", GROUP.hex(":")
+                "controller.runtime.wire_floor",
+                "echo",
+                "--iface",
+                "echo0",
+                "--group",
+                GROUP.hex(":"),
             )
             line = self.peer.stdout.readline()
             if line.strip() != "ready":
@@ -145,7 +150,7 @@ def _echo(iface: str, group: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.wire")
+    parser = argparse.ArgumentParser(prog="python -m controller.runtime.wire_floor")
     sub = parser.add_subparsers(dest="command", required=True)
     echo = sub.add_parser("echo", help="reflect frames for a group (run inside a namespace)")
     echo.add_argument("--iface", required=True)
