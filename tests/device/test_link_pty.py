@@ -106,7 +106,8 @@ def test_every_command_and_event_end_to_end_over_a_pty_with_the_sim_in_a_thread(
             GUARD_S,
         )
         assert link.run_until(lambda: link.state == "up", GUARD_S)
-        assert do("ping")[0].kind == "cmd_ok"
+        pong = do("ping")[0]
+        assert pong.kind == "cmd_ok", pong
     finally:
         link.close()
 

@@ -1,0 +1,194 @@
+"""Transition latency on the wire: trip frame sent by a peer -> trip-acknowledged frame back.
+
+Two namespaces joined by a veth pair. In one, `goosectl run` (the real live shell) with the
+breaker simulator on a pty (`goosectl sim --pty`, a separate process: the TRIP really
+crosses a tty). In the other, this process plays the substation: the protection IED, bay
+2's CILO and SCADA (goosectl's own publishers, heartbeats included), and takes every
+timestamp on its side: trip frame sent -> trip-acknowledged frame received. Between
+samples the breaker is re-closed over GOOSE (SCADA close request) and the peer waits out
+the device's anti-pumping window. Optionally a loader process adds 50 unrelated streams at
+5,000 frames/s in total.
+"""
+
+from __future__ import annotations
+
+import argparse
+import selectors
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from controller.goose.config import GooseConfig
+from controller.goose.hub import GooseHub
+from controller.runtime.netns import NetLab
+from controller.runtime.scenario import CILO, SCADA, publishers_config
+from protocols.ethernet.rawsock import RawSocket
+from protocols.goose import Boolean, FrameTemplate, GooseFrame, Quality, UtcTime, parse_header
+
+MS = 1_000_000
+IFACE = "net0"
+
+
+class WireTrip:
+    def __init__(self, load_fps: int = 0, load_streams: int = 50, spring_ms: int = 20) -> None:
+        self.lab = NetLab()
+        self.procs: list[subprocess.Popen] = []
+        try:
+            self._setup(load_fps, load_streams, spring_ms)
+        except BaseException:
+            self.close()
+            raise
+
+    def _setup(self, load_fps: int, load_streams: int, spring_ms: int) -> None:
+        peer, ctl = self.lab.namespace(), self.lab.namespace()
+        self.lab.veth(peer, ctl, a=IFACE, b=IFACE)
+        self.tmp = Path(tempfile.mkdtemp(prefix="goosectl-wire-"))
+        sim = subprocess.Popen([sys.executable, "-m", "controller", "sim", "--pty", "--link",
+                                str(self.tmp / "device.pty"), "--spring-ms", str(spring_ms)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(sim)
+        path = sim.stdout.readline().strip()
+        if not path:
+            raise RuntimeError(f"the simulator did not start: {sim.stderr.read()}")
+        run = ctl.popen([sys.executable, "-m", "controller", "run", "--iface", IFACE,
+                         "--port", path, "--quiet"],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.procs.append(run)
+        line = run.stdout.readline()
+        if '"running"' not in line:
+            raise RuntimeError(f"goosectl run did not start: {line} {run.stderr.read()}")
+        with peer.entered():
+            self.sock = RawSocket(IFACE, promiscuous=True, timestamps=False)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.sock, selectors.EVENT_READ)
+        cfg = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
+        self.hub = GooseHub(GooseConfig(publishers=cfg))
+        self.ids = {p.cfg.name: p.id for p in self.hub.publishers.values()}
+        now = time.monotonic_ns()
+        self._send(self.hub.start(now, time.time_ns()))
+        if load_fps:
+            self.procs.append(peer.python_module(
+                "controller.runtime.wire_latency", "load", "--iface", IFACE,
+                "--streams", str(load_streams), "--fps", str(load_fps)))
+        self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 5.0)
+        self.acks = 0
+
+    # -- the substation's side ----------------------------------------------------------
+
+    def _send(self, effects) -> None:
+        for e in effects:
+            if hasattr(e, "data"):
+                self.sock.send(e.data)
+
+    def _publish(self, name: str, values: tuple) -> int:
+        self.hub.runner.feed(self.ids[name], "publish", time.monotonic_ns(),
+                             (values, time.time_ns()))
+        out = self.hub.drain()
+        t0 = time.perf_counter_ns()
+        self._send(out)
+        return t0
+
+    @staticmethod
+    def _pos(h) -> str:
+        # allData starts with the Dbpos bit-string TLV: 84 02 06 <2 bits in the top of the octet>
+        return {0: "intermediate", 1: "off", 2: "on", 3: "bad"}[h.all_data[3] >> 6 & 3]
+
+    def pump_until(self, want, timeout_s: float):
+        """Serve the peer's heartbeats and read frames until `want(header)`; (header, t)."""
+        end = time.monotonic() + timeout_s
+        clock = time.perf_counter_ns
+        while time.monotonic() < end:
+            d = self.hub.next_deadline()
+            now = time.monotonic_ns()
+            if d is not None and d <= now:
+                self._send(self.hub.advance(now))
+                d = self.hub.next_deadline()
+            wait = 0.05 if d is None else max(0.0, min(0.05, (d - time.monotonic_ns()) / 1e9))
+            if not self.sel.select(wait):
+                continue
+            for rx in self.sock.recv_batch():
+                t = clock()
+                try:
+                    h = parse_header(rx.frame)
+                except Exception:  # noqa: BLE001 - unrelated traffic on the wire
+                    continue
+                if h.gocb_ref.startswith("GCTL") and h.sq_num == 0 and want(h):
+                    return h, t
+        raise TimeoutError("the controller did not answer in time")
+
+    def reclose(self) -> None:
+        q = Quality().to_bitstring()
+        self._publish("prot-A", (Boolean(False), q))
+        self._publish(SCADA, (Boolean(True),))
+        self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "on", 5.0)
+        self._publish(SCADA, (Boolean(False),))
+        end = time.monotonic() + 0.25  # past the device's 200 ms anti-pumping window
+        while time.monotonic() < end:
+            try:
+                self.pump_until(lambda h: False, end - time.monotonic())
+            except TimeoutError:
+                break
+
+    def sample(self) -> int:
+        """One trip: ns from the trip frame sent to the trip-acknowledged frame received."""
+        self.reclose()
+        t0 = self._publish("prot-A", (Boolean(True), Quality().to_bitstring()))
+        _, t1 = self.pump_until(lambda h: h.gocb_ref.endswith("tripack")
+                                and h.all_data[2] == 0x01, 2.0)
+        self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 2.0)
+        return t1 - t0
+
+    def close(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        if getattr(self, "sock", None) is not None:
+            self.sock.close()
+        self.lab.close()
+
+
+def load(iface: str, streams: int, fps: int) -> int:
+    """Unrelated GOOSE traffic: `streams` streams' retransmissions at `fps` in total."""
+    sock = RawSocket(iface, timestamps=False)
+    tpls = [FrameTemplate(GooseFrame(
+        gocb_ref=f"LOAD{i:02d}LD0/LLN0$GO$g", dat_set=f"LOAD{i:02d}LD0/LLN0$ds",
+        appid=0x3000 + i, dst=bytes.fromhex("010ccd0100ff"), num_dat_set_entries=4))
+        for i in range(streams)]
+    data = [t.encode_values((Boolean(True), Boolean(False), Boolean(True), Boolean(False)))
+            for t in tpls]
+    t = UtcTime(1_700_000_000, 0, 0x0A)
+    gap = 1e9 / fps
+    nxt = time.perf_counter_ns()
+    sq = 0
+    print("loading", flush=True)
+    while True:
+        sq += 1
+        for i, tpl in enumerate(tpls):
+            nxt += gap
+            while time.perf_counter_ns() < nxt:
+                pass
+            sock.send(tpl.build(1, sq, 2000, t, data[i]))
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="python -m controller.runtime.wire_latency")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    lo = sub.add_parser("load")
+    lo.add_argument("--iface", required=True)
+    lo.add_argument("--streams", type=int, default=50)
+    lo.add_argument("--fps", type=int, default=5000)
+    args = p.parse_args(argv)
+    try:
+        return load(args.iface, args.streams, args.fps)
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
