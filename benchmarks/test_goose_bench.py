@@ -102,7 +102,7 @@ def test_frame_to_classification_in_process(benchmark, samples, kind):
     )
     ratio(ours, floor)
     try:
-        from tests.support.iec61850_peer import LibIec61850Parser
+        from controller.runtime.iec61850_peer import LibIec61850Parser
 
         parser = LibIec61850Parser()
         m = iter(range(n))

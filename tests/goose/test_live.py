@@ -49,7 +49,7 @@ def collect(proc) -> list[dict]:
 
 PEER_SEQUENCE = """
 import json, sys, time
-from tests.support.iec61850_peer import Publisher
+from controller.runtime.iec61850_peer import Publisher
 p = Publisher(sys.argv[1], appid=0x1000, dst=bytes.fromhex("010ccd010001"), use_vlan=False,
               gocb_ref="PEER/LLN0$GO$trip", dataset="PEER/LLN0$ds", go_id="trip", tal_ms=800)
 v = lambda b: [{"type": "boolean", "value": b}]
@@ -110,7 +110,7 @@ def test_our_publisher_to_libiec61850_subscriber():
         a, b = lab.namespace(), lab.namespace()
         v = lab.veth(a, b)
         rx = b.python_module(
-            "tests.support.iec61850_peer",
+            "controller.runtime.iec61850_peer",
             "receive",
             "--iface",
             v.b,

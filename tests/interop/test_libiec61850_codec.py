@@ -51,7 +51,7 @@ GOCB = "PEER_IED/LLN0$GO$gcbAll"
 DATSET = "PEER_IED/LLN0$dsAll"
 GOID = "peerAll"
 
-#: Every type libiec61850 can publish, in typed JSON (see tests/support/iec61850_peer.py).
+#: Every type libiec61850 can publish, in typed JSON (see controller/runtime/iec61850_peer.py).
 ALL_TYPES: list[dict[str, Any]] = [
     {"type": "boolean", "value": True},
     {"type": "boolean", "value": False},
@@ -134,7 +134,7 @@ def link() -> Iterator[tuple[NetLab, Namespace, Namespace]]:
 
 def _publish(ns: Namespace, *args: str, datasets: list[list[dict[str, Any]]]) -> None:
     proc = ns.python_module(
-        "tests.support.iec61850_peer",
+        "controller.runtime.iec61850_peer",
         "publish",
         "--iface",
         "peer0",
@@ -210,7 +210,7 @@ def test_untagged_publication_and_simulation_flag(link) -> None:
 @pytest.mark.root
 def test_libiec61850_publishes_mms_string_that_it_cannot_decode_but_we_can(link) -> None:
     _, ours, theirs = link
-    from tests.support.iec61850_peer import parse_with_libiec61850
+    from controller.runtime.iec61850_peer import parse_with_libiec61850
 
     values = [{"type": "boolean", "value": True}, {"type": "mMSString", "value": "Schütz offen"}]
     with ours.entered():
@@ -239,7 +239,7 @@ def _start_receiver(ns: Namespace, sock: RawSocket, count: int) -> subprocess.Po
     test does not start the real sequence before the receiver proves it is listening.
     """
     proc = ns.python_module(
-        "tests.support.iec61850_peer", "receive", "--iface", "peer0",
+        "controller.runtime.iec61850_peer", "receive", "--iface", "peer0",
         "--count", str(count), "--timeout", "20", "--prime-gocb-ref", PRIMER, "--json",
     )  # fmt: skip
     line = proc.stdout.readline()
@@ -312,7 +312,7 @@ def _capture_frames() -> list[tuple[str, int, bytes]]:
 
 def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
     require_iec61850()
-    from tests.support.iec61850_peer import LibIec61850Parser
+    from controller.runtime.iec61850_peer import LibIec61850Parser
 
     compared = 0
     for name, i, raw in _capture_frames():
@@ -340,7 +340,7 @@ def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
 def test_libiec61850_misreports_vlan_priority() -> None:
     """The ITI demo capture is VLAN 10 with PCP 4; libiec61850 says 10 and 0."""
     require_iec61850()
-    from tests.support.iec61850_peer import parse_with_libiec61850
+    from controller.runtime.iec61850_peer import parse_with_libiec61850
 
     demo = [raw for name, _, raw in _capture_frames() if name == "iti_GOOSE_DEMO.pcap"]
     assert demo, "iti_GOOSE_DEMO.pcap missing from the captures"
@@ -358,7 +358,7 @@ def test_libiec61850_misreports_vlan_priority() -> None:
 
 def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
     require_iec61850()
-    from tests.support.iec61850_peer import parse_with_libiec61850
+    from controller.runtime.iec61850_peer import parse_with_libiec61850
 
     frame = GooseFrame(
         gocb_ref=GOCB, dat_set=DATSET, go_id=GOID, appid=1, dst=DST,
@@ -378,7 +378,7 @@ def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
 
 def test_arbitrary_bytes_do_not_crash_the_libiec61850_parser() -> None:
     require_iec61850()
-    from tests.support.iec61850_peer import LibIec61850Parser
+    from controller.runtime.iec61850_peer import LibIec61850Parser
 
     parser = LibIec61850Parser()
     try:
