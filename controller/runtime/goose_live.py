@@ -72,6 +72,8 @@ class LiveGoose:
         self.extra: dict[int, Callable[[], None]] = {}
         self.stopped = False
         self.last_latency_ns: int | None = None
+        #: when a list, every frame's handling time (ns) is appended (demo, benchmarks)
+        self.latencies: list[int] | None = None
         #: called with the time after every input, before frames are sent: the serial
         #: port's shell flushes a TRIP here, ahead of the GOOSE frames the same input caused
         self.on_round: list[Callable[[int], None]] = []
@@ -158,6 +160,8 @@ class LiveGoose:
                     if out:
                         out += self.execute(out, t_in)
                     self.last_latency_ns = clock() - t_in
+                    if self.latencies is not None:
+                        self.latencies.append(self.last_latency_ns)
                     self.frames += 1
                     number += 1
                     if on_frame:

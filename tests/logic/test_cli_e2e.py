@@ -77,3 +77,31 @@ def test_bad_controller_config_exits_2_with_file_key_reason(tmp_path):
     assert r.returncode == 2
     assert str(bad) in r.stderr and "logic.breaker_failure_ms" in r.stderr
     assert "greater than 0" in r.stderr
+
+
+def test_bench_in_process_prints_table_and_writes_histogram(tmp_path):
+    import json
+    import xml.etree.ElementTree as ET
+
+    svg = tmp_path / "lat.svg"
+    r = goosectl("bench", "--samples", "60", "--out", str(svg))
+    assert "in process: trip frame -> TRIP bytes" in r.stdout
+    assert "within the 4 ms hard limit at p99: yes" in r.stdout
+    root = ET.parse(svg).getroot()
+    assert root.tag.endswith("svg") and len(root) > 10
+    table = json.loads(svg.with_suffix(".json").read_text())
+    assert table["in process: trip frame -> TRIP bytes"]["n"] == 60
+
+
+def test_demo_live_with_libiec61850_as_the_protection_ied(tmp_path):
+    from tests.support.peers import require_iec61850, require_root
+
+    require_root()
+    require_iec61850()
+    r = goosectl("demo", "--live", "--out", str(tmp_path / "live"))
+    out = r.stdout
+    assert "bay      protection_trip: closed -> tripping" in out
+    assert "bay      position: tripping -> open" in out
+    assert "bay      bf_timeout: tripping -> breaker_failure" in out
+    assert "goose    published bf_trip" in out
+    assert "final bay state: breaker_failure" in out
