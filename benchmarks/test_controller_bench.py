@@ -34,10 +34,13 @@ def floors(short):
 def test_in_process_trip(benchmark, short, floors):
     bench = TripBench()
     s = bench.sample(200 if short else 3000)
-    serial = ratio(summarise("in process: trip frame -> TRIP bytes", GROUP, s.to_serial),
-                   floors["pty"])
-    ack = ratio(summarise("in process: trip frame -> trip-ack frame built", GROUP,
-                          s.to_ack_frame), floors["pty"])
+    serial = ratio(
+        summarise("in process: trip frame -> TRIP bytes", GROUP, s.to_serial), floors["pty"]
+    )
+    ack = ratio(
+        summarise("in process: trip frame -> trip-ack frame built", GROUP, s.to_ack_frame),
+        floors["pty"],
+    )
     benchmark.extra_info.update({"to_serial": serial.as_dict(), "to_ack": ack.as_dict()})
     benchmark.pedantic(lambda: None, rounds=1)
     assert serial.p99 < HARD_LIMIT_US and ack.p99 < HARD_LIMIT_US
@@ -48,8 +51,9 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps):
     require_root()
     n = 30 if short else 300
     with WireFloor() as wf:
-        wire_floor = summarise("floor: raw-socket echo round trip", GROUP, wf.sample(
-            2000 if short else 20000))
+        wire_floor = summarise(
+            "floor: raw-socket echo round trip", GROUP, wf.sample(2000 if short else 20000)
+        )
     from controller.runtime.wire_latency import WireTrip
 
     trip = WireTrip(load_fps=load_fps)
@@ -58,7 +62,8 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps):
     finally:
         trip.close()
     name = "wire: trip sent -> trip-ack received" + (
-        f" (+50 streams, {load_fps} frames/s)" if load_fps else "")
+        f" (+50 streams, {load_fps} frames/s)" if load_fps else ""
+    )
     res = summarise(name, GROUP, times)
     ratio(res, wire_floor)
     ratio(res, floors["pty"])

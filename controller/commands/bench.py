@@ -21,16 +21,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--samples", type=int, default=2000, help="in-process trips (default 2000)")
     p.add_argument("--live", action="store_true", help="also on the wire, on veth (root)")
     p.add_argument("--wire-samples", type=int, default=200)
-    p.add_argument("--out", type=Path, default=Path("goosectl-bench.svg"),
-                   help="histogram image (SVG); the table goes beside it as .txt and .json")
+    p.add_argument(
+        "--out",
+        type=Path,
+        default=Path("goosectl-bench.svg"),
+        help="histogram image (SVG); the table goes beside it as .txt and .json",
+    )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.runtime.floors import pty_round_trips  # noqa: PLC0415
-    from controller.runtime.histogram import write_svg  # noqa: PLC0415
-    from controller.runtime.latency import TripBench  # noqa: PLC0415
-    from controller.runtime.report import format_percentiles, percentiles  # noqa: PLC0415
+    from controller.runtime.floors import pty_round_trips
+    from controller.runtime.histogram import write_svg
+    from controller.runtime.latency import TripBench
+    from controller.runtime.report import format_percentiles, percentiles
 
     series: dict[str, list[int]] = {}
     floors: dict[str, list[int]] = {}
@@ -40,18 +44,19 @@ def run(args: argparse.Namespace) -> int:
     series["in process: trip frame -> trip-ack frame"] = s.to_ack_frame
     floors["floor: pty round trip"] = pty_round_trips(21, 5000)
     if args.live:
-        import os  # noqa: PLC0415
+        import os
 
         if os.geteuid() != 0:
             raise CommandError("--live needs root (network namespaces, raw sockets)")
-        from controller.runtime.wire_floor import WireFloor  # noqa: PLC0415
-        from controller.runtime.wire_latency import WireTrip  # noqa: PLC0415
+        from controller.runtime.wire_floor import WireFloor
+        from controller.runtime.wire_latency import WireTrip
 
         with WireFloor() as wf:
             floors["floor: raw-socket echo round trip"] = wf.sample(5000)
         for load in (0, 5000):
             label = "wire: trip sent -> trip-ack received" + (
-                f" (+{load} frames/s)" if load else "")
+                f" (+{load} frames/s)" if load else ""
+            )
             print(f"{label}: {args.wire_samples} trips ...", flush=True)
             trip = WireTrip(load_fps=load)
             try:
@@ -60,14 +65,15 @@ def run(args: argparse.Namespace) -> int:
                 trip.close()
     table = {k: percentiles(v) for k, v in {**series, **floors}.items()}
     lines = format_percentiles(table)
-    base = {"in process": "floor: pty round trip",
-            "wire": "floor: raw-socket echo round trip"}
+    base = {"in process": "floor: pty round trip", "wire": "floor: raw-socket echo round trip"}
     lines.append("")
     for k in series:
         f = base["wire" if k.startswith("wire") else "in process"]
         if f in table and table[f]["p50"] > 0:
-            lines.append(f"  {k}: p50 {table[k]['p50'] / table[f]['p50']:.2f}x, "
-                         f"p99 {table[k]['p99'] / table[f]['p99']:.2f}x the {f[7:]}")
+            lines.append(
+                f"  {k}: p50 {table[k]['p50'] / table[f]['p50']:.2f}x, "
+                f"p99 {table[k]['p99'] / table[f]['p99']:.2f}x the {f[7:]}"
+            )
     verdict = all(table[k]["p99"] <= 4000 for k in series)
     lines.append("")
     lines.append("within the 4 ms hard limit at p99: " + ("yes" if verdict else "NO"))

@@ -45,16 +45,42 @@ class WireTrip:
         peer, ctl = self.lab.namespace(), self.lab.namespace()
         self.lab.veth(peer, ctl, a=IFACE, b=IFACE)
         self.tmp = Path(tempfile.mkdtemp(prefix="goosectl-wire-"))
-        sim = subprocess.Popen([sys.executable, "-m", "controller", "sim", "--pty", "--link",
-                                str(self.tmp / "device.pty"), "--spring-ms", str(spring_ms)],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        sim = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "controller",
+                "sim",
+                "--pty",
+                "--link",
+                str(self.tmp / "device.pty"),
+                "--spring-ms",
+                str(spring_ms),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.procs.append(sim)
         path = sim.stdout.readline().strip()
         if not path:
             raise RuntimeError(f"the simulator did not start: {sim.stderr.read()}")
-        run = ctl.popen([sys.executable, "-m", "controller", "run", "--iface", IFACE,
-                         "--port", path, "--quiet"],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        run = ctl.popen(
+            [
+                sys.executable,
+                "-m",
+                "controller",
+                "run",
+                "--iface",
+                IFACE,
+                "--port",
+                path,
+                "--quiet",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self.procs.append(run)
         line = run.stdout.readline()
         if '"running"' not in line:
@@ -69,9 +95,18 @@ class WireTrip:
         now = time.monotonic_ns()
         self._send(self.hub.start(now, time.time_ns()))
         if load_fps:
-            self.procs.append(peer.python_module(
-                "controller.runtime.wire_latency", "load", "--iface", IFACE,
-                "--streams", str(load_streams), "--fps", str(load_fps)))
+            self.procs.append(
+                peer.python_module(
+                    "controller.runtime.wire_latency",
+                    "load",
+                    "--iface",
+                    IFACE,
+                    "--streams",
+                    str(load_streams),
+                    "--fps",
+                    str(load_fps),
+                )
+            )
         self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 5.0)
         self.acks = 0
 
@@ -83,8 +118,9 @@ class WireTrip:
                 self.sock.send(e.data)
 
     def _publish(self, name: str, values: tuple) -> int:
-        self.hub.runner.feed(self.ids[name], "publish", time.monotonic_ns(),
-                             (values, time.time_ns()))
+        self.hub.runner.feed(
+            self.ids[name], "publish", time.monotonic_ns(), (values, time.time_ns())
+        )
         out = self.hub.drain()
         t0 = time.perf_counter_ns()
         self._send(out)
@@ -112,7 +148,7 @@ class WireTrip:
                 t = clock()
                 try:
                     h = parse_header(rx.frame)
-                except Exception:  # noqa: BLE001 - unrelated traffic on the wire
+                except Exception:
                     continue
                 if h.gocb_ref.startswith("GCTL") and h.sq_num == 0 and want(h):
                     return h, t
@@ -135,8 +171,9 @@ class WireTrip:
         """One trip: ns from the trip frame sent to the trip-acknowledged frame received."""
         self.reclose()
         t0 = self._publish("prot-A", (Boolean(True), Quality().to_bitstring()))
-        _, t1 = self.pump_until(lambda h: h.gocb_ref.endswith("tripack")
-                                and h.all_data[2] == 0x01, 2.0)
+        _, t1 = self.pump_until(
+            lambda h: h.gocb_ref.endswith("tripack") and h.all_data[2] == 0x01, 2.0
+        )
         self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 2.0)
         return t1 - t0
 
@@ -156,12 +193,22 @@ class WireTrip:
 def load(iface: str, streams: int, fps: int) -> int:
     """Unrelated GOOSE traffic: `streams` streams' retransmissions at `fps` in total."""
     sock = RawSocket(iface, timestamps=False)
-    tpls = [FrameTemplate(GooseFrame(
-        gocb_ref=f"LOAD{i:02d}LD0/LLN0$GO$g", dat_set=f"LOAD{i:02d}LD0/LLN0$ds",
-        appid=0x3000 + i, dst=bytes.fromhex("010ccd0100ff"), num_dat_set_entries=4))
-        for i in range(streams)]
-    data = [t.encode_values((Boolean(True), Boolean(False), Boolean(True), Boolean(False)))
-            for t in tpls]
+    tpls = [
+        FrameTemplate(
+            GooseFrame(
+                gocb_ref=f"LOAD{i:02d}LD0/LLN0$GO$g",
+                dat_set=f"LOAD{i:02d}LD0/LLN0$ds",
+                appid=0x3000 + i,
+                dst=bytes.fromhex("010ccd0100ff"),
+                num_dat_set_entries=4,
+            )
+        )
+        for i in range(streams)
+    ]
+    data = [
+        t.encode_values((Boolean(True), Boolean(False), Boolean(True), Boolean(False)))
+        for t in tpls
+    ]
     t = UtcTime(1_700_000_000, 0, 0x0A)
     gap = 1e9 / fps
     nxt = time.perf_counter_ns()
