@@ -10,7 +10,13 @@ Durability modes (per journal, so per machine group):
   sync   commit every record before `record` returns; synchronous=FULL (survives power loss)
   group  commit every `interval_ms` or `batch` records, whichever comes first;
          synchronous=NORMAL: survives a process crash at once, power loss after the OS flush
+  step   commit when the caller says (`flush`), synchronous=FULL: the agent layer flushes
+         after each input, so every transition that input caused (a session's loop and
+         workflow machines together) is durable, atomically, before any effect runs
   memory nothing written to disk (tests, `table run` without --journal)
+
+A small key/value `meta` table rides in the same transactions (e.g. the device link's next
+sequence number, so a restarted controller continues above it).
 """
 
 from __future__ import annotations
@@ -24,7 +30,7 @@ from typing import Any, Literal
 
 from controller.engine.machine import Machine, Step
 
-Durability = Literal["sync", "group", "memory"]
+Durability = Literal["sync", "group", "step", "memory"]
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS journal (
@@ -38,6 +44,10 @@ CREATE TABLE IF NOT EXISTS journal (
     table_name TEXT NOT NULL,
     version TEXT NOT NULL,
     input INTEGER
+);
+CREATE TABLE IF NOT EXISTS meta (
+    key TEXT PRIMARY KEY,
+    value TEXT NOT NULL
 );
 CREATE TABLE IF NOT EXISTS checkpoint (
     machine TEXT PRIMARY KEY,
@@ -84,7 +94,7 @@ class Journal:
         self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
         if path is not None:
             self.db.execute("PRAGMA journal_mode=WAL")
-            sync = "FULL" if durability == "sync" else "NORMAL"
+            sync = "FULL" if durability in ("sync", "step") else "NORMAL"
             self.db.execute(f"PRAGMA synchronous={sync}")
         self.db.executescript(SCHEMA)
         self.interval_ns = int(interval_ms * 1_000_000)
@@ -92,6 +102,7 @@ class Journal:
         self._pending: list[tuple] = []
         self._dirty: dict[str, tuple[Machine, int | None]] = {}
         self._last_flush_ns: int | None = None
+        self._meta: dict[str, str] = {}
         row = self.db.execute("SELECT MAX(seq) FROM journal").fetchone()
         self.seq = int(row[0] or 0)
         self.flushes = 0
@@ -134,9 +145,17 @@ class Journal:
         if self.durability == "sync":
             self.flush(now_ns)
 
+    def set_meta(self, key: str, value: Any) -> None:
+        """Written with the next flush, in the same transaction as the journal rows."""
+        self._meta[key] = json.dumps(value)
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+        return default if row is None else json.loads(row[0])
+
     def maybe_flush(self, now_ns: int) -> bool:
         """Flush if the group interval passed or the batch is full; the shell calls this."""
-        if not self._pending and not self._dirty:
+        if self.durability == "step" or (not self._pending and not self._dirty):
             return False
         if self._last_flush_ns is None:
             self._last_flush_ns = now_ns
@@ -148,7 +167,7 @@ class Journal:
     # -- disk -------------------------------------------------------------------------
 
     def flush(self, now_ns: int | None = None) -> None:
-        if not self._pending and not self._dirty:
+        if not self._pending and not self._dirty and not self._meta:
             return
         rows = [(*r[:6], effects_digest(r[6]), *r[7:]) for r in self._pending]
         checkpoints = [
@@ -171,12 +190,19 @@ class Journal:
                 "timers=excluded.timers",
                 checkpoints,
             )
+            if self._meta:
+                db.executemany(
+                    "INSERT INTO meta VALUES (?,?) ON CONFLICT(key) DO UPDATE SET "
+                    "value=excluded.value",
+                    list(self._meta.items()),
+                )
             db.execute("COMMIT")
         except BaseException:
             db.execute("ROLLBACK")
             raise
         self._pending.clear()
         self._dirty.clear()
+        self._meta.clear()
         self._last_flush_ns = now_ns
         self.flushes += 1
 

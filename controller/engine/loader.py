@@ -22,7 +22,7 @@ PathKey = tuple[str | int, ...]
 LineOf = Callable[[PathKey], int | None]
 
 
-def _yaml_lines(text: str) -> dict[PathKey, int]:
+def yaml_lines(text: str) -> dict[PathKey, int]:
     lines: dict[PathKey, int] = {}
 
     def walk(node: yaml.Node, path: PathKey) -> None:
@@ -69,7 +69,7 @@ def read_document(path: Path) -> tuple[dict[str, Any], LineOf]:
     try:
         if suffix in (".yaml", ".yml"):
             data = yaml.safe_load(text)
-            lines = _yaml_lines(text)
+            lines = yaml_lines(text)
         elif suffix == ".toml":
             data, lines = tomllib.loads(text), {}
         elif suffix == ".json":

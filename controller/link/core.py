@@ -159,10 +159,13 @@ class LinkCore:
         self.bus.advance(now_ns)
         self._note_state()
 
-    def send_command(self, command: str, now_ns: int, **fields: Any) -> int:
+    def send_command(self, command: str, now_ns: int, *, seq: int | None = None,
+                     **fields: Any) -> int:
         """Queue `command` (see COMMANDS); returns its seq. Its outcome arrives later as a
         cmd_ok / cmd_failed LinkEvent with this seq (and, for trip/close, an
-        operation_complete / operation_failed)."""
+        operation_complete / operation_failed). `seq` re-sends under an earlier number
+        (reconciliation after a controller restart: the device answers it from its store
+        if it ran it, so it never runs twice)."""
         if command not in COMMANDS:
             raise ValueError(f"unknown command {command!r}; known: {', '.join(COMMANDS)}")
         names = COMMANDS[command][1]
@@ -174,9 +177,18 @@ class LinkCore:
             fields["mode"] = m.ResetMode(fields["mode"])
         items = tuple((n, fields[n]) for n in names)
         build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
-        seq = self.commands.ctx["next_seq"]
-        self._send("link", "user_command", now_ns, (Submit(command, items), seq))
+        if seq is None:
+            seq = self.commands.ctx["next_seq"]
+            self._send("link", "user_command", now_ns, (Submit(command, items), seq))
+        else:
+            self._send("link", "user_command", now_ns, (Submit(command, items, seq=seq), seq))
         return seq
+
+    @property
+    def next_seq(self) -> int:
+        """The sequence number the next new command will carry (persist it: a restarted
+        controller must continue above it, or the device answers STALE_SEQUENCE)."""
+        return self.commands.ctx["next_seq"]
 
     def configure(self, param: int, value: int, now_ns: int) -> int:
         """Set a device parameter now and after every resync."""

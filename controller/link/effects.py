@@ -42,6 +42,9 @@ class Submit(Effect):
     command: str
     fields: tuple[tuple[str, Any], ...] = ()
     tag: str = "user"
+    #: re-send under this earlier sequence number (a restarted controller reconciling a
+    #: command it had sent): the device answers a repeat from its store, never runs it twice
+    seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -54,6 +54,9 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 @REGISTRY.action
 def enqueue(ctx, ev) -> dict:
     sub: Submit = ev.payload
+    if sub.seq is not None:  # a reconciling re-send keeps its number; next_seq is untouched
+        entry = (sub.seq, sub.command, sub.tag, build(sub.command, sub.seq, sub.fields))
+        return {"queue": (*ctx["queue"], entry)}
     seq = ctx["next_seq"]
     entry = (seq, sub.command, sub.tag, build(sub.command, seq, sub.fields))
     return {"queue": (*ctx["queue"], entry), "next_seq": seq_next(seq)}
@@ -325,7 +328,10 @@ def submit_user(ctx, ev) -> list:
 @REGISTRY.action
 def refuse_link_down(ctx, ev) -> list:
     sub, seq = ev.payload  # the seq is consumed anyway, so it names this outcome only
-    return [_out("cmd_failed", seq, sub.command, "link_down"), Signal("commands", "skip")]
+    out = [_out("cmd_failed", seq, sub.command, "link_down")]
+    if sub.seq is None:
+        out.append(Signal("commands", "skip"))
+    return out
 
 
 @REGISTRY.action

@@ -29,6 +29,8 @@ from controller.logic.mapping import Inputs, publication_values
 from protocols.goose import Vlan
 
 BAY = "bay"
+LINK_SEQ_KEY = "link.next_seq"
+SEQ_MARGIN = 64
 
 
 class BayController:
@@ -38,13 +40,21 @@ class BayController:
         self.config = config
         self.runner = Runner(journal)
         self.hub = GooseHub(config.goose, runner=self.runner)
+        # a restarted controller continues the device link's sequence numbers above what it
+        # last recorded (plus a margin for commands sent after that record): below them the
+        # device would answer STALE_SEQUENCE
+        last = journal.get_meta(LINK_SEQ_KEY) if journal is not None else None
+        first = ((last + SEQ_MARGIN) & 0xFFFF) if last is not None else 1
         self.link = LinkCore(
             LinkConfig(
                 response_timeout_ms=config.device.response_timeout_ms,
                 max_retries=config.device.max_retries,
+                first_seq=first,
             ),
             now_ns,
         )
+        #: called with every report (verdicts, link events): the agent's tools watch these
+        self.observers: list = []
         self.table = Table.load(config.logic.table)
         self.stream_names: dict[str, tuple[str, str]] = {}
         self.inputs = Inputs(config, self.stream_names)
@@ -161,11 +171,16 @@ class BayController:
                 self._handle(queue.popleft(), now_ns, queue)
             events = self.link.take_events()
             if not events:
-                return
+                break
             for le in events:
                 self.reports.append(le)
+                for obs in self.observers:
+                    obs(le)
                 for ev, payload in self._link_events(le):
                     self._bay(ev, now_ns, payload)
+        journal = self.runner.journal
+        if journal is not None:
+            journal.set_meta(LINK_SEQ_KEY, self.link.next_seq)
 
     def _handle(self, e: Any, now_ns: int, queue: deque) -> None:
         t = type(e)
@@ -173,6 +188,8 @@ class BayController:
             self.frames.append(e)
         elif t is FrameClassified:
             self.reports.append(e)
+            for obs in self.observers:
+                obs(e)
             if e.deliver:
                 stream = self.hub.bank.by_id.get(e.stream)
                 if stream is not None and e.stream not in self.stream_names:

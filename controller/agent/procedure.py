@@ -1,0 +1,240 @@
+"""A supervisory procedure: a workflow table in a file, validated on load.
+
+Steps are nodes; a step leaves by its plain edge (`next`), by a conditional route
+(`routes: {outcome: step}`, whose keys must equal the outcomes its tool declares), or by its
+`fallback` when it fails for good. The graph is compiled into an engine workflow table, so
+the engine's own validation applies: unknown steps, unreachable steps, and router outcomes
+that are not exactly the route map's keys are reported with the file, line and item.
+
+Parameters are substituted into strings (`"bay{bay}"`) when a session is planned; the
+procedure's version is its declared `version` plus the hash of its text, recorded in the
+journal with every session transition.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from controller.engine import Registry, Table, TableError
+from controller.engine.findings import Finding
+from controller.engine.layers import workflow_spec
+from controller.engine.loader import line_resolver, yaml_lines
+from controller.engine.spec import MachineSpec
+
+#: Outcomes each tool can report (routes on a step must name exactly these).
+TOOL_OUTCOMES: dict[str, tuple[str, ...]] = {
+    "device": ("ok",),
+    "publish": ("ok",),
+    "wait_goose": ("ok",),
+    "wait_device": ("ok",),
+    "check": ("ok", "blocked"),
+    "note": ("ok",),
+}
+Tool = Literal["device", "publish", "wait_goose", "wait_device", "check", "note"]
+
+
+class _Cfg(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RetryCfg(_Cfg):
+    count: int = Field(default=0, ge=0, le=20)
+    backoff_ms: float = Field(default=100, ge=0)
+
+
+class StepSpec(_Cfg):
+    tool: Tool
+    args: dict[str, Any] = Field(default_factory=dict)
+    confirm: bool = Field(default=False, description="dangerous: wait for the operator")
+    timeout_ms: float = Field(default=2000, gt=0)
+    retry: RetryCfg = Field(default_factory=RetryCfg)
+    next: str | None = None
+    routes: dict[str, str] | None = None
+    fallback: str | None = None
+    outcome: Literal["done", "failed"] = Field(
+        default="done", description="for a final step: how the procedure ended")
+
+
+class ParamSpec(_Cfg):
+    type: Literal["int", "str", "bool"] = "str"
+    required: bool = True
+    default: Any = None
+
+
+class ProcedureSpec(_Cfg):
+    name: str
+    version: str = "1"
+    description: str = ""
+    params: dict[str, ParamSpec] = Field(default_factory=dict)
+    equipment: list[str] = Field(default_factory=list, description="locks, e.g. bay{bay}")
+    conflict: Literal["refuse", "queue"] = "refuse"
+    start: str
+    steps: dict[str, StepSpec]
+
+
+class ProcedureError(Exception):
+    """A procedure file that cannot be used; `findings` has every problem."""
+
+    def __init__(self, findings: list[Finding]) -> None:
+        self.findings = findings
+        super().__init__("\n".join(str(f) for f in findings))
+
+
+@dataclass(frozen=True)
+class Procedure:
+    spec: ProcedureSpec
+    table: Table  # the workflow: nodes = steps, `done` routes by outcome, `failed` -> fallback
+    version: str  # declared version + text hash: what the journal records
+    text: str
+    source: str
+
+    @property
+    def name(self) -> str:
+        return self.spec.name
+
+    def step(self, step_id: str) -> StepSpec:
+        return self.spec.steps[step_id]
+
+    def is_final(self, step_id: str) -> bool:
+        s = self.spec.steps[step_id]
+        return s.next is None and s.routes is None
+
+    def bind(self, params: dict[str, Any]) -> dict[str, Any]:
+        """Check and complete a request's parameters; ValueError says which and why."""
+        out: dict[str, Any] = {}
+        for name, p in self.spec.params.items():
+            if name not in params:
+                if p.required:
+                    raise ValueError(f"{self.name}: parameter {name!r} is required")
+                out[name] = p.default
+                continue
+            raw = params[name]
+            try:
+                out[name] = {"int": int, "str": str, "bool": _bool}[p.type](raw)
+            except (TypeError, ValueError):
+                raise ValueError(f"{self.name}: parameter {name}={raw!r} is not {p.type}") from None
+        unknown = sorted(set(params) - set(self.spec.params))
+        if unknown:
+            raise ValueError(f"{self.name}: unknown parameter(s) {', '.join(unknown)}")
+        return out
+
+    def equipment(self, params: dict[str, Any]) -> list[str]:
+        return [e.format(**params) for e in self.spec.equipment]
+
+
+def _bool(v: Any) -> bool:
+    if isinstance(v, bool):
+        return v
+    if str(v).lower() in ("1", "true", "yes", "on"):
+        return True
+    if str(v).lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(v)
+
+
+def fill(value: Any, params: dict[str, Any]) -> Any:
+    """Substitute parameters into every string of a step's args."""
+    if isinstance(value, str):
+        return value.format(**params)
+    if isinstance(value, dict):
+        return {k: fill(v, params) for k, v in value.items()}
+    if isinstance(value, list):
+        return [fill(v, params) for v in value]
+    return value
+
+
+def _router_registry(spec: ProcedureSpec) -> Registry:
+    reg = Registry(f"procedure:{spec.name}")
+    for sid, step in spec.steps.items():
+        if step.routes is not None:
+            # outcomes are declared in the table (routers:), checked once, reported once
+            reg.router(outcomes=(), name=sid)(lambda ctx, ev: ev.payload)
+    return reg
+
+
+def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None) -> Procedure:
+    """The workflow table of a procedure, validated by the engine."""
+    findings: list[Finding] = []
+    edges = {sid: s.next for sid, s in spec.steps.items() if s.next is not None}
+    routes = {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None}
+    for sid, s in spec.steps.items():
+        if s.next is not None and s.routes is not None:
+            findings.append(Finding(source, line_of(("steps", sid)) if line_of else None, sid,
+                                    "a step has `next` or `routes`, not both", "structure"))
+    finals = [sid for sid, s in spec.steps.items() if s.next is None and s.routes is None]
+    nodes = [spec.start, *[s for s in spec.steps if s != spec.start]]
+    if spec.start not in spec.steps:
+        findings.append(Finding(source, line_of(("start",)) if line_of else None, spec.start,
+                                "start step is not one of the steps", "unknown_state"))
+        raise ProcedureError(findings)
+    wf = workflow_spec(f"procedure:{spec.name}", nodes, edges, routes,
+                       {sid: TOOL_OUTCOMES[s.tool] for sid, s in spec.steps.items()
+                        if s.routes is not None}, final=finals, version=spec.version)
+    # a step that fails for good goes to its fallback: one more edge kind, event `failed`
+    data = wf.model_dump(by_alias=True)
+    data["events"] = [*data["events"], "failed"]
+    data["on_unhandled"] = "reject"
+    for sid, s in spec.steps.items():
+        if s.fallback is not None:
+            data["transitions"].append({"source": sid, "event": "failed", "target": s.fallback})
+    wf = MachineSpec.model_validate(data)
+
+    def wf_line(path: tuple) -> int | None:
+        # map workflow table paths back to the procedure file: steps.<node>
+        if line_of is None:
+            return None
+        if len(path) >= 2 and path[0] == "transitions":
+            i = path[1]
+            if isinstance(i, int) and i < len(data["transitions"]):
+                src = data["transitions"][i]["source"]
+                return line_of(("steps", src if isinstance(src, str) else src[0]))
+        if len(path) >= 2 and path[0] == "states" and isinstance(path[1], int):
+            return line_of(("steps", nodes[path[1]]))
+        return line_of(("steps",))
+
+    try:
+        table = Table.from_spec(wf, [_router_registry(spec)], source, wf_line)
+    except TableError as exc:
+        findings.extend(exc.findings)
+    if findings:
+        raise ProcedureError(findings)
+    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
+    return Procedure(spec, table, f"{spec.version}+{digest}", text, source)
+
+
+def parse_procedure(text: str, source: str) -> Procedure:
+    try:
+        data = yaml.safe_load(text)
+        lines: dict = {}
+        if isinstance(data, dict):
+            lines = yaml_lines(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise ProcedureError([Finding(source, mark.line + 1 if mark else None, "syntax",
+                                      str(exc), "syntax")]) from exc
+    line_of = line_resolver(lines)
+    if not isinstance(data, dict):
+        raise ProcedureError([Finding(source, 1, "document", "the top level must be a mapping",
+                                      "structure")])
+    try:
+        spec = ProcedureSpec.model_validate(data)
+    except ValidationError as exc:
+        raise ProcedureError([
+            Finding(source, line_of(tuple(e["loc"])), ".".join(map(str, e["loc"])), e["msg"],
+                    "structure") for e in exc.errors()]) from exc
+    return compile_procedure(spec, text, source, line_of)
+
+
+def load_procedure(path: str | Path) -> Procedure:
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ProcedureError([Finding(str(p), None, p.name, str(exc), "io")]) from exc
+    return parse_procedure(text, str(p))
