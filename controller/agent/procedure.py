@@ -58,7 +58,8 @@ class StepSpec(_Cfg):
     routes: dict[str, str] | None = None
     fallback: str | None = None
     outcome: Literal["done", "failed"] = Field(
-        default="done", description="for a final step: how the procedure ended")
+        default="done", description="for a final step: how the procedure ended"
+    )
 
 
 class ParamSpec(_Cfg):
@@ -165,17 +166,37 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
     routes = {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None}
     for sid, s in spec.steps.items():
         if s.next is not None and s.routes is not None:
-            findings.append(Finding(source, line_of(("steps", sid)) if line_of else None, sid,
-                                    "a step has `next` or `routes`, not both", "structure"))
+            findings.append(
+                Finding(
+                    source,
+                    line_of(("steps", sid)) if line_of else None,
+                    sid,
+                    "a step has `next` or `routes`, not both",
+                    "structure",
+                )
+            )
     finals = [sid for sid, s in spec.steps.items() if s.next is None and s.routes is None]
     nodes = [spec.start, *[s for s in spec.steps if s != spec.start]]
     if spec.start not in spec.steps:
-        findings.append(Finding(source, line_of(("start",)) if line_of else None, spec.start,
-                                "start step is not one of the steps", "unknown_state"))
+        findings.append(
+            Finding(
+                source,
+                line_of(("start",)) if line_of else None,
+                spec.start,
+                "start step is not one of the steps",
+                "unknown_state",
+            )
+        )
         raise ProcedureError(findings)
-    wf = workflow_spec(f"procedure:{spec.name}", nodes, edges, routes,
-                       {sid: TOOL_OUTCOMES[s.tool] for sid, s in spec.steps.items()
-                        if s.routes is not None}, final=finals, version=spec.version)
+    wf = workflow_spec(
+        f"procedure:{spec.name}",
+        nodes,
+        edges,
+        routes,
+        {sid: TOOL_OUTCOMES[s.tool] for sid, s in spec.steps.items() if s.routes is not None},
+        final=finals,
+        version=spec.version,
+    )
     # a step that fails for good goes to its fallback: one more edge kind, event `failed`
     data = wf.model_dump(by_alias=True)
     data["events"] = [*data["events"], "failed"]
@@ -216,18 +237,29 @@ def parse_procedure(text: str, source: str) -> Procedure:
             lines = yaml_lines(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
-        raise ProcedureError([Finding(source, mark.line + 1 if mark else None, "syntax",
-                                      str(exc), "syntax")]) from exc
+        raise ProcedureError(
+            [Finding(source, mark.line + 1 if mark else None, "syntax", str(exc), "syntax")]
+        ) from exc
     line_of = line_resolver(lines)
     if not isinstance(data, dict):
-        raise ProcedureError([Finding(source, 1, "document", "the top level must be a mapping",
-                                      "structure")])
+        raise ProcedureError(
+            [Finding(source, 1, "document", "the top level must be a mapping", "structure")]
+        )
     try:
         spec = ProcedureSpec.model_validate(data)
     except ValidationError as exc:
-        raise ProcedureError([
-            Finding(source, line_of(tuple(e["loc"])), ".".join(map(str, e["loc"])), e["msg"],
-                    "structure") for e in exc.errors()]) from exc
+        raise ProcedureError(
+            [
+                Finding(
+                    source,
+                    line_of(tuple(e["loc"])),
+                    ".".join(map(str, e["loc"])),
+                    e["msg"],
+                    "structure",
+                )
+                for e in exc.errors()
+            ]
+        ) from exc
     return compile_procedure(spec, text, source, line_of)
 
 

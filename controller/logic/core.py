@@ -135,6 +135,11 @@ class BayController:
         self._now = now_ns
         self._bay("close_request", now_ns, {"stream": origin, "value": True})
 
+    def publish(self, topic: str, now_ns: int) -> None:
+        """Publish `topic`'s data sets now (an operator or an agent procedure asks)."""
+        self._now = now_ns
+        self._settle([PublishTopic(topic)], now_ns)
+
     def advance(self, now_ns: int) -> None:
         self._now = now_ns
         self.link.advance(now_ns)

@@ -1,0 +1,336 @@
+"""The agent layer, pure: sessions as machines, equipment locks, checkpoints, restore.
+
+Each request becomes a session: two machines on one runner — the agent loop
+(tables/session.yaml) and the procedure's workflow (its compiled table) — journaled with
+`step` durability: the service flushes after every input, so every transition it caused is
+durable (atomically, both machines) before the runtime executes a single effect. After a
+crash `restore` rebuilds every session at its exact step, re-arms its timers, re-takes its
+locks and asks the runtime to re-run an in-flight tool in reconcile mode.
+
+Inputs: request, confirm, deny, abort, tool_started/done/failed, advance(now).
+Outputs (`take()`): RunTool, CancelTool, Respond, Notify.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controller.agent.effects import Plan, Respond, RunTool
+from controller.agent.planner import Planner
+from controller.agent.procedure import Procedure, fill, parse_procedure
+from controller.engine import Journal, Machine, Runner, Table
+from controller.engine.machine import Step
+
+TABLE = Path(__file__).parent / "tables" / "session.yaml"
+FINAL = frozenset({"completed", "aborted"})
+ACTIVE = frozenset(
+    {
+        "receiving_input",
+        "planning",
+        "waiting_for_tool",
+        "tool_failed_retryable",
+        "tool_failed_fatal",
+        "awaiting_confirmation",
+        "responding",
+    }
+)
+
+
+@dataclass
+class Session:
+    id: str
+    procedure: Procedure
+    params: dict[str, Any]
+    equipment: list[str]
+    responses: list[Respond] = field(default_factory=list)
+
+
+class AgentService:
+    def __init__(self, planner: Planner, journal: Journal | None = None) -> None:
+        self.planner = planner
+        self.table = Table.load(TABLE)
+        self.journal = journal
+        self.runner = Runner(journal)
+        self.runner.on_effects = self._collect
+        self.sessions: dict[str, Session] = {}
+        self.locks: dict[str, str] = {}
+        self.queued: deque[str] = deque()
+        self.out: list[Any] = []
+        self._plans: deque[Plan] = deque()
+        self._responded: deque[str] = deque()
+        self.count = 0
+        if journal is not None:
+            journal.db.execute(
+                "CREATE TABLE IF NOT EXISTS procedures (version TEXT PRIMARY "
+                "KEY, name TEXT NOT NULL, text TEXT NOT NULL)"
+            )
+            self.count = int(journal.get_meta("agent.sessions", 0))
+
+    # -- plumbing -----------------------------------------------------------------------
+
+    def _collect(self, machine: Machine, step: Step, now_ns: int) -> None:
+        for e in step.effects:
+            t = type(e)
+            if t is Plan:
+                self._plans.append(e)
+            elif t is Respond:
+                self.out.append(e)
+                s = self.sessions.get(e.session)
+                if s is not None:
+                    s.responses.append(e)
+                if machine.state in ("responding", "tool_failed_fatal"):
+                    self._responded.append(e.session)
+            elif not t.__module__.startswith("controller.engine") or t.__name__ == "Notify":
+                self.out.append(e)
+
+    def _settle(self, now_ns: int) -> None:
+        """Run what the last dispatch asked for, then make it all durable."""
+        while self._plans or self._responded:
+            while self._plans:
+                self._plan(self._plans.popleft(), now_ns)
+            while self._responded:
+                self.runner.feed(self._responded.popleft(), "responded", now_ns)
+        self._release_finished(now_ns)
+        if self.journal is not None:
+            self.journal.flush(now_ns)
+
+    def take(self) -> list[Any]:
+        out, self.out = self.out, []
+        return out
+
+    def next_deadline(self) -> int | None:
+        return self.runner.timers.next_deadline()
+
+    def loop(self, sid: str) -> Machine:
+        return self.runner.machines[sid]
+
+    # -- the workflow ---------------------------------------------------------------------
+
+    def _describe(self, s: Session, node: str) -> dict[str, Any]:
+        step = s.procedure.step(node)
+        args = fill(step.args, s.params)
+        final = s.procedure.is_final(node)
+        return {
+            "id": node,
+            "tool": step.tool,
+            "args": args,
+            "confirm": step.confirm,
+            "timeout_ms": step.timeout_ms,
+            "backoff_ms": step.retry.backoff_ms,
+            "retries": step.retry.count,
+            "fallback": step.fallback is not None,
+            "final_outcome": step.outcome if final else None,
+            "text": args.get("text", "") if step.tool == "note" else "",
+        }
+
+    def _plan(self, p: Plan, now_ns: int) -> None:
+        s = self.sessions[p.session]
+        wf = self.runner.machines[f"{p.session}/wf"]
+        desc = None
+        if p.outcome == "start":
+            desc = self._describe(s, wf.state)
+        else:
+            event = "failed" if p.outcome == "failed" else "done"
+            if event in wf.table.rows[wf.state]:
+                self.runner.feed(wf.id, event, now_ns, p.outcome)
+                desc = self._describe(s, wf.state)
+        self.runner.feed(p.session, "planned", now_ns, desc)
+
+    # -- requests -------------------------------------------------------------------------
+
+    def request(self, name: str, params: dict[str, Any], now_ns: int) -> dict[str, Any]:
+        """Start a session; refused with a reason when the procedure, its parameters or the
+        equipment (locked by another session, policy `refuse`) say no."""
+        try:
+            proc = self.planner.plan(name)
+            bound = proc.bind(params)
+        except (LookupError, ValueError) as exc:
+            return {"ok": False, "error": str(exc)}
+        equipment = proc.equipment(bound)
+        busy = [(e, self.locks[e]) for e in equipment if e in self.locks]
+        if busy and proc.spec.conflict == "refuse":
+            e, other = busy[0]
+            return {
+                "ok": False,
+                "error": f"{e} is busy with session {other} "
+                f"({self.sessions[other].procedure.name}); procedure {name} refuses to wait",
+            }
+        self.count += 1
+        sid = f"s{self.count}"
+        s = Session(sid, proc, bound, equipment)
+        self.sessions[sid] = s
+        if self.journal is not None:
+            self.journal.db.execute(
+                "INSERT OR IGNORE INTO procedures VALUES (?,?,?)",
+                (proc.version, proc.name, proc.text),
+            )
+            self.journal.set_meta("agent.sessions", self.count)
+        self.runner.start(self.table.new(sid, session=sid), now_ns)
+        self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
+        self.runner.feed(
+            sid,
+            "request",
+            now_ns,
+            {
+                "procedure": proc.name,
+                "version": proc.version,
+                "params": bound,
+                "equipment": equipment,
+            },
+        )
+        if busy:
+            self.queued.append(sid)
+        else:
+            self._accept(sid, now_ns)
+        self._settle(now_ns)
+        return {"ok": True, "session": sid, "version": proc.version, "queued": bool(busy)}
+
+    def _accept(self, sid: str, now_ns: int) -> None:
+        for e in self.sessions[sid].equipment:
+            self.locks[e] = sid
+        self.runner.feed(sid, "accepted", now_ns)
+
+    def _release_finished(self, now_ns: int) -> None:
+        for e, sid in list(self.locks.items()):
+            if self.loop(sid).state in FINAL:
+                del self.locks[e]
+        for sid in list(self.queued):
+            s = self.sessions[sid]
+            if self.loop(sid).state in FINAL:
+                self.queued.remove(sid)
+            elif not any(e in self.locks for e in s.equipment):
+                self.queued.remove(sid)
+                self._accept(sid, now_ns)
+                self._settle(now_ns)
+
+    def _input(self, sid: str, event: str, now_ns: int, payload: Any = None) -> dict[str, Any]:
+        if sid not in self.sessions:
+            return {"ok": False, "error": f"no session {sid!r}"}
+        m = self.loop(sid)
+        before = m.state
+        step = self.runner.feed(sid, event, now_ns, payload)
+        self._settle(now_ns)
+        if step.ignored:
+            return {"ok": False, "error": f"session {sid} is {before}: {event} does not apply"}
+        return {"ok": True, "session": sid, "state": self.loop(sid).state}
+
+    def confirm(self, sid: str, now_ns: int) -> dict[str, Any]:
+        return self._input(sid, "confirm", now_ns)
+
+    def deny(self, sid: str, now_ns: int) -> dict[str, Any]:
+        return self._input(sid, "deny", now_ns)
+
+    def abort(self, sid: str, now_ns: int, reason: str = "aborted by the operator"):
+        if sid in self.queued:
+            self.queued.remove(sid)
+        return self._input(sid, "abort", now_ns, reason)
+
+    def tool_started(self, sid: str, step: str, attempt: int, seq: int | None, now_ns: int):
+        return self._input(
+            sid, "tool_started", now_ns, {"step": step, "attempt": attempt, "seq": seq}
+        )
+
+    def tool_done(
+        self, sid: str, step: str, attempt: int, now_ns: int, outcome: str = "ok", detail: str = ""
+    ):
+        return self._input(
+            sid,
+            "tool_done",
+            now_ns,
+            {"step": step, "attempt": attempt, "outcome": outcome, "detail": detail},
+        )
+
+    def tool_failed(self, sid: str, step: str, attempt: int, error: str, now_ns: int):
+        return self._input(
+            sid, "tool_failed", now_ns, {"step": step, "attempt": attempt, "error": error}
+        )
+
+    def advance(self, now_ns: int) -> None:
+        if self.runner.advance(now_ns):
+            self._settle(now_ns)
+
+    # -- views ----------------------------------------------------------------------------
+
+    def status(self, sid: str | None = None) -> Any:
+        if sid is not None:
+            if sid not in self.sessions:
+                raise KeyError(f"no session {sid!r}")
+            s, m = self.sessions[sid], self.loop(sid)
+            wf = self.runner.machines[f"{sid}/wf"]
+            return {
+                "session": sid,
+                "procedure": s.procedure.name,
+                "version": s.procedure.version,
+                "params": s.params,
+                "equipment": s.equipment,
+                "state": m.state,
+                "step": wf.state,
+                "attempt": m.ctx["attempt"],
+                "outcome": m.ctx["outcome"],
+                "text": m.ctx["text"],
+                "results": list(m.ctx["results"]),
+            }
+        return [
+            {
+                "session": k,
+                "procedure": s.procedure.name,
+                "state": self.loop(k).state,
+                "step": self.runner.machines[f"{k}/wf"].state,
+            }
+            for k, s in self.sessions.items()
+        ]
+
+    def host_state(self) -> str:
+        """The controller's host lifecycle, derived from the persisted sessions."""
+        states = [self.loop(k).state for k in self.sessions]
+        active = [x for x in states if x in ACTIVE]
+        if not states:
+            return "idle"
+        if not active:
+            return "completed"
+        if all(x == "awaiting_confirmation" for x in active):
+            return "paused"
+        return "running"
+
+    def history(self, sid: str) -> list[dict[str, Any]]:
+        if self.journal is None:
+            return []
+        return [r for r in self.journal.rows() if r["machine"] in (sid, f"{sid}/wf")]
+
+    # -- after a crash --------------------------------------------------------------------
+
+    def restore(self, now_ns: int) -> int:
+        """Rebuild every journaled session; returns how many. In-flight tools come back as
+        RunTool(reconcile=True) in `take()`."""
+        if self.journal is None:
+            return 0
+        ids = [m for m in self.journal.checkpoints() if "/" not in m]
+        texts = dict(self.journal.db.execute("SELECT version, text FROM procedures"))
+        for sid in sorted(ids, key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
+            loop, _ = self.runner.resume_or_start(self.table, sid, now_ns)
+            req = loop.ctx["request"]
+            if req is None:
+                continue
+            proc = parse_procedure(texts[req["version"]], f"<journal {req['version']}>")
+            self.runner.resume_or_start(proc.table, f"{sid}/wf", now_ns)
+            self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
+            if loop.state in ACTIVE:
+                for e in req["equipment"]:
+                    self.locks.setdefault(e, sid)
+            if loop.state == "waiting_for_tool":
+                c = loop.ctx
+                self.out.append(
+                    RunTool(
+                        sid,
+                        c["step"],
+                        c["attempt"],
+                        c["tool"],
+                        c["args"],
+                        reconcile=True,
+                        seq=c["inflight_seq"],
+                    )
+                )
+        return len(self.sessions)

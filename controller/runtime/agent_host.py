@@ -1,0 +1,121 @@
+"""The bay controller with the agent layer attached: one endpoint for the shells.
+
+`AgentBay` has the serial endpoint's shape (receive/advance/take_output/next_deadline and
+the port callbacks), so `VirtualWire`, `VirtualPortPair` and `SerialLink` drive it like a
+bare bay controller; after every input it lets the tools turn reports into results, the
+service fire its timers, and the tools run what the service asked, until nothing moves.
+The service checkpoints before `take_output` hands the bytes of a command to the port.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from controller.agent.service import AgentService
+from controller.logic.core import BayController
+from controller.runtime.agent_tools import ToolRunner
+
+
+class AgentBay:
+    def __init__(self, bay: BayController, service: AgentService) -> None:
+        self.bay = bay
+        self.service = service
+        self.tools = ToolRunner(service, bay)
+        self.now_ns = 0
+        #: what the sessions told the operator (Respond, confirmation requests)
+        self.responses: list[Any] = []
+
+    def round(self, now_ns: int) -> None:
+        """Deliver tool results, fire agent timers, run requested tools, until quiet."""
+        self.now_ns = max(self.now_ns, now_ns)
+        for _ in range(1000):
+            self.tools.pump(now_ns)
+            self.service.advance(now_ns)
+            out = self.service.take()
+            if not out and not self.tools.reports:
+                return
+            self.tools.execute(out, now_ns)
+            self.responses.extend(o for o in out if type(o).__name__ in ("Respond", "Notify"))
+        raise RuntimeError("agent tools and service keep exchanging without time passing")
+
+    # -- requests from the operator (control socket, demo) -----------------------------------
+
+    def handle(self, request: dict[str, Any], now_ns: int) -> dict[str, Any]:
+        """One control request: run, list, status, confirm, deny, abort, history, host."""
+        op = request.get("op")
+        s = self.service
+        try:
+            if op == "run":
+                reply = s.request(
+                    str(request["procedure"]), dict(request.get("params") or {}), now_ns
+                )
+            elif op == "list":
+                reply = {
+                    "ok": True,
+                    "sessions": s.status(),
+                    "procedures": s.planner.available(),
+                    "host": s.host_state(),
+                }
+            elif op == "status":
+                sid = request.get("session")
+                reply = {
+                    "ok": True,
+                    "status": s.status(sid) if sid else s.status(),
+                    "host": s.host_state(),
+                }
+            elif op in ("confirm", "deny", "abort"):
+                reply = getattr(s, op)(str(request["session"]), now_ns)
+            elif op == "history":
+                sid = str(request["session"])
+                s.status(sid)
+                reply = {"ok": True, "history": s.history(sid)}
+            else:
+                reply = {"ok": False, "error": f"unknown op {op!r}"}
+        except KeyError as exc:
+            reply = {"ok": False, "error": str(exc).strip("'\"")}
+        self.round(now_ns)
+        return reply
+
+    # -- the serial endpoint's shape --------------------------------------------------------
+
+    def receive(self, data: bytes, now_ns: int) -> None:
+        self.bay.receive(data, now_ns)
+        self.round(now_ns)
+
+    def advance(self, now_ns: int) -> None:
+        self.bay.advance(now_ns)
+        self.round(now_ns)
+
+    def take_output(self) -> bytes:
+        return self.bay.take_output()
+
+    def next_deadline(self) -> int | None:
+        ds = [d for d in (self.bay.next_deadline(), self.service.next_deadline()) if d]
+        return min(ds) if ds else None
+
+    def opened(self, now_ns: int) -> None:
+        self.bay.opened(now_ns)
+        self.round(now_ns)
+
+    def closed(self, now_ns: int) -> None:
+        self.bay.closed(now_ns)
+        self.round(now_ns)
+
+    @property
+    def reopen_wanted(self) -> bool:
+        return self.bay.reopen_wanted
+
+    @reopen_wanted.setter
+    def reopen_wanted(self, value: bool) -> None:
+        self.bay.reopen_wanted = value
+
+    def take_events(self) -> list:
+        return []
+
+    @property
+    def state(self) -> str:
+        return self.bay.state
+
+    @property
+    def view(self) -> dict[str, Any]:
+        return self.bay.view
