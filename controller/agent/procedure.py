@@ -176,6 +176,8 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
                 )
             )
     finals = [sid for sid, s in spec.steps.items() if s.next is None and s.routes is None]
+    # the version every journaled transition records: declared version + text hash
+    version = f"{spec.version}+{hashlib.sha256(text.encode()).hexdigest()[:12]}"
     nodes = [spec.start, *[s for s in spec.steps if s != spec.start]]
     if spec.start not in spec.steps:
         findings.append(
@@ -225,8 +227,7 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
         findings.extend(exc.findings)
     if findings:
         raise ProcedureError(findings)
-    digest = hashlib.sha256(text.encode()).hexdigest()[:12]
-    return Procedure(spec, table, f"{spec.version}+{digest}", text, source)
+    return Procedure(spec, table, version, text, source)
 
 
 def parse_procedure(text: str, source: str) -> Procedure:

@@ -188,6 +188,50 @@ class AgentService:
         self._settle(now_ns)
         return {"ok": True, "session": sid, "version": proc.version, "queued": bool(busy)}
 
+    def redirect(self, sid: str, name: str, params: dict[str, Any], now_ns: int):
+        """A new request for a running session: its tool is cancelled and the session
+        starts over with the new procedure (a fresh workflow), keeping its id."""
+        if sid not in self.sessions:
+            return {"ok": False, "error": f"no session {sid!r}"}
+        if self.loop(sid).state in FINAL:
+            return {"ok": False, "error": f"session {sid} has ended"}
+        try:
+            proc = self.planner.plan(name)
+            bound = proc.bind(params)
+        except (LookupError, ValueError) as exc:
+            return {"ok": False, "error": str(exc)}
+        old = self.sessions[sid]
+        for e in old.equipment:
+            if self.locks.get(e) == sid:
+                del self.locks[e]
+        equipment = proc.equipment(bound)
+        self.sessions[sid] = Session(sid, proc, bound, equipment)
+        if self.journal is not None:
+            self.journal.db.execute(
+                "INSERT OR IGNORE INTO procedures VALUES (?,?,?)",
+                (proc.version, proc.name, proc.text),
+            )
+        self.runner.feed(
+            sid,
+            "interrupt",
+            now_ns,
+            {
+                "procedure": proc.name,
+                "version": proc.version,
+                "params": bound,
+                "equipment": equipment,
+            },
+        )
+        self.runner.machines.pop(f"{sid}/wf", None)
+        self.runner.timers.cancel_machine(f"{sid}/wf")
+        self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
+        if any(e in self.locks for e in equipment):
+            self.queued.append(sid)
+        else:
+            self._accept(sid, now_ns)
+        self._settle(now_ns)
+        return {"ok": True, "session": sid, "version": proc.version}
+
     def _accept(self, sid: str, now_ns: int) -> None:
         for e in self.sessions[sid].equipment:
             self.locks[e] = sid

@@ -14,6 +14,8 @@ from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.runtime.goose_live import require_raw_sockets
 
+PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
+
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -30,6 +32,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--quiet", action="store_true", help="no status line every second")
+    p.add_argument(
+        "--no-network",
+        action="store_true",
+        help="no GOOSE: the device and the agent only (no root needed)",
+    )
+    p.add_argument(
+        "--state",
+        type=Path,
+        help="folder for the journals (bay.sqlite, "
+        "agent.sqlite); an existing one is resumed: sessions continue where they were",
+    )
+    p.add_argument(
+        "--procedures",
+        type=Path,
+        default=PROCEDURES,
+        help="folder of procedure files (hot-reloaded)",
+    )
+    p.add_argument(
+        "--control",
+        type=Path,
+        help="control socket for `goosectl agent` (default: $GOOSECTL_CONTROL or a per-user path)",
+    )
     p.set_defaults(func=run)
 
 
@@ -38,8 +62,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, ControllerConfig)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
-    iface = args.iface or cfg.goose.interface_a
-    if not iface:
+    iface = None if args.no_network else (args.iface or cfg.goose.interface_a)
+    if not iface and not args.no_network:
         raise CommandError(f"{args.config}: goose.interface_a is not set and no --iface given")
     port = args.port or cfg.device.port
     if port == "sim":
@@ -47,35 +71,61 @@ def run(args: argparse.Namespace) -> int:
             "device.port is `sim`: start one with `goosectl sim --pty` and "
             "pass its path with --port"
         )
-    reason = require_raw_sockets()
+    reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
+    from controller.agent.planner import FolderPlanner
+    from controller.agent.service import AgentService
     from controller.logic.core import BayController
+    from controller.runtime.agent_host import AgentBay
+    from controller.runtime.control import ControlServer, default_path
     from controller.runtime.live_bay import BayLive
 
-    journal_path = args.journal or cfg.journal
+    if args.state is not None:
+        args.state.mkdir(parents=True, exist_ok=True)
+    journal_path = (
+        args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
+    )
     journal = Journal(journal_path, durability="group") if journal_path else None
-    bay = BayController(cfg, time.monotonic_ns(), journal)
-    # interfaces come as a pair: --iface overrides the config's A and B together
-    iface_b = args.iface_b if args.iface else cfg.goose.interface_b
+    now = time.monotonic_ns()
+    bay = BayController(cfg, now, journal)
+    agent_journal = Journal(args.state / "agent.sqlite", durability="step") if args.state else None
+    service = AgentService(FolderPlanner(args.procedures), agent_journal)
+    agent = AgentBay(bay, service)
+    restored = agent.restore(now)
+    iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
     try:
-        live = BayLive(bay, iface, iface_b, port, status_every=not args.quiet)
+        live = BayLive(bay, iface, iface_b, port, status_every=not args.quiet, endpoint=agent)
     except PermissionError as exc:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
+    control = ControlServer(args.control or default_path(), agent.handle)
+    control.attach(live.live.add_reader, live.live.remove_reader)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     print(
-        json.dumps({"event": "running", "iface": iface, "iface_b": iface_b, "port": port}),
+        json.dumps(
+            {
+                "event": "running",
+                "iface": iface,
+                "iface_b": iface_b,
+                "port": port,
+                "control": str(control.path),
+                "sessions_restored": restored,
+            }
+        ),
         flush=True,
     )
     try:
         live.run(until)
     finally:
+        control.close()
         if journal is not None:
             journal.close()
+        if agent_journal is not None:
+            agent_journal.close()
     print(
         json.dumps(
             {

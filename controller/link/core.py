@@ -159,8 +159,9 @@ class LinkCore:
         self.bus.advance(now_ns)
         self._note_state()
 
-    def send_command(self, command: str, now_ns: int, *, seq: int | None = None,
-                     **fields: Any) -> int:
+    def send_command(
+        self, command: str, now_ns: int, *, seq: int | None = None, **fields: Any
+    ) -> int:
         """Queue `command` (see COMMANDS); returns its seq. Its outcome arrives later as a
         cmd_ok / cmd_failed LinkEvent with this seq (and, for trip/close, an
         operation_complete / operation_failed). `seq` re-sends under an earlier number

@@ -24,10 +24,21 @@ class AgentBay:
         self.now_ns = 0
         #: what the sessions told the operator (Respond, confirmation requests)
         self.responses: list[Any] = []
+        #: tools of restored sessions: run once the device link is up (reconciling needs
+        #: the device's status and its dedup memory)
+        self.held: list[Any] = []
+
+    def restore(self, now_ns: int) -> int:
+        n = self.service.restore(now_ns)
+        self.held.extend(self.service.take())
+        return n
 
     def round(self, now_ns: int) -> None:
         """Deliver tool results, fire agent timers, run requested tools, until quiet."""
         self.now_ns = max(self.now_ns, now_ns)
+        if self.held and self.bay.link.state in ("up", "degraded"):
+            held, self.held = self.held, []
+            self.tools.execute(held, now_ns)
         for _ in range(1000):
             self.tools.pump(now_ns)
             self.service.advance(now_ns)
@@ -63,6 +74,13 @@ class AgentBay:
                     "status": s.status(sid) if sid else s.status(),
                     "host": s.host_state(),
                 }
+            elif op == "redirect":
+                reply = s.redirect(
+                    str(request["session"]),
+                    str(request["procedure"]),
+                    dict(request.get("params") or {}),
+                    now_ns,
+                )
             elif op in ("confirm", "deny", "abort"):
                 reply = getattr(s, op)(str(request["session"]), now_ns)
             elif op == "history":

@@ -45,7 +45,7 @@ class LiveGoose:
     def __init__(
         self,
         hub: GooseHub,
-        iface_a: str,
+        iface_a: str | None,
         iface_b: str | None = None,
         promiscuous: bool | None = None,
     ) -> None:
@@ -54,7 +54,8 @@ class LiveGoose:
         self.hub = hub
         groups = sorted({s.dst for s in hub.bank.subs.values()})
         promisc = hub.bank.observer if promiscuous is None else promiscuous
-        self.ifaces = {"A": iface_a, **({"B": iface_b} if iface_b else {})}
+        # no interface: the loop still serves timers, the serial port and the control socket
+        self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():

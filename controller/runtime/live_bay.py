@@ -20,10 +20,12 @@ from protocols.goose import Vlan
 class BayGooseCore:
     """The bay controller seen through the GOOSE hub's interface, for `LiveGoose`."""
 
-    def __init__(self, bay: BayController) -> None:
+    def __init__(self, bay: BayController, endpoint: Any = None) -> None:
         self.bay = bay
         self.bank = bay.hub.bank
         self.runner = bay.runner
+        #: what owns the deadlines: the bay, or the bay with the agent layer (AgentBay)
+        self.endpoint = endpoint or bay
 
     def _out(self) -> list[Any]:
         return [*self.bay.take_frames(), *self.bay.take_reports()]
@@ -45,7 +47,7 @@ class BayGooseCore:
         return [*self.bay.hub.link(side, up, now_ns), *self._out()]
 
     def next_deadline(self) -> int | None:
-        return self.bay.next_deadline()
+        return self.endpoint.next_deadline()
 
     def drain(self) -> list[Any]:
         return self._out()
@@ -100,17 +102,20 @@ class BayLive:
     def __init__(
         self,
         bay: BayController,
-        iface_a: str,
+        iface_a: str | None,
         iface_b: str | None,
         port: str,
         status_every: bool = True,
         on_effects: Callable[[list[Any]], None] | None = None,
+        endpoint: Any = None,
     ) -> None:
+        """`endpoint` is what the serial port feeds: the bay, or `AgentBay` (bay + agent)."""
         self.bay = bay
-        self.core = BayGooseCore(bay)
+        self.endpoint = endpoint or bay
+        self.core = BayGooseCore(bay, self.endpoint)
         self.live = LiveGoose(self.core, iface_a, iface_b)
         self.status = Status(bay, self.live)
-        self.serial = SerialLink(port, core=bay)
+        self.serial = SerialLink(port, core=self.endpoint)
         self.status_every = status_every
         self.on_effects = on_effects
         self._fd: int | None = None
