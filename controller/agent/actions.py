@@ -162,8 +162,10 @@ def declined(ctx, ev):
 
 @REGISTRY.action(factory=True)
 def respond(outcome: str):
+    """Tell the operator how it ended; a final step's own outcome wins over `done`."""
+
     def action(ctx, ev):
         final = ctx["outcome"] if outcome == "done" and ctx["outcome"] else outcome
-        return Respond(ctx["session"], final, ctx["text"])
+        return [{"outcome": final}, Respond(ctx["session"], final, ctx["text"])]
 
     return action

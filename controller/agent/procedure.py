@@ -35,8 +35,9 @@ TOOL_OUTCOMES: dict[str, tuple[str, ...]] = {
     "wait_device": ("ok",),
     "check": ("ok", "blocked"),
     "note": ("ok",),
+    "delay": ("ok",),
 }
-Tool = Literal["device", "publish", "wait_goose", "wait_device", "check", "note"]
+Tool = Literal["device", "publish", "wait_goose", "wait_device", "check", "note", "delay"]
 
 
 class _Cfg(BaseModel):
@@ -197,7 +198,7 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
         routes,
         {sid: TOOL_OUTCOMES[s.tool] for sid, s in spec.steps.items() if s.routes is not None},
         final=finals,
-        version=spec.version,
+        version=version,
     )
     # a step that fails for good goes to its fallback: one more edge kind, event `failed`
     data = wf.model_dump(by_alias=True)

@@ -108,7 +108,15 @@ class AgentBay:
         return self.bay.take_output()
 
     def next_deadline(self) -> int | None:
-        ds = [d for d in (self.bay.next_deadline(), self.service.next_deadline()) if d]
+        ds = [
+            d
+            for d in (
+                self.bay.next_deadline(),
+                self.service.next_deadline(),
+                self.tools.next_deadline(),
+            )
+            if d
+        ]
         return min(ds) if ds else None
 
     def opened(self, now_ns: int) -> None:

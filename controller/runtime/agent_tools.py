@@ -31,9 +31,10 @@ class ToolRunner:
     def __init__(self, service: AgentService, bay: BayController) -> None:
         self.service = service
         self.bay = bay
-        self.commands: dict[int, tuple[RunTool, str]] = {}
+        self.commands: dict[int, tuple[RunTool, str, dict[str, Any]]] = {}
         self.waits: dict[str, tuple[RunTool, Any]] = {}
         self.reports: deque[Any] = deque()
+        self.delays: dict[str, tuple[RunTool, int]] = {}
         self.log: list[str] = []
         bay.observers.append(self.reports.append)
 
@@ -71,6 +72,8 @@ class ToolRunner:
                 self._done(e, now_ns, "ok", f"position {target}")
             else:
                 self.waits[e.session] = (e, ("position", target))
+        elif tool == "delay":
+            self.delays[e.session] = (e, now_ns + int(float(args.get("ms", 0)) * 1_000_000))
         elif tool == "wait_goose":
             self.waits[e.session] = (e, ("goose", args))
         elif tool == "publish":
@@ -92,13 +95,23 @@ class ToolRunner:
             return "blocked", f"unknown condition {condition!r}"
         return ("blocked", "; ".join(why)) if why else ("ok", condition)
 
+    def _in_effect(self, command: str, args: dict[str, Any]) -> bool:
+        """Does the device already show what `command` would do? (reconciliation)"""
+        end = END_POSITION.get(command)
+        if end is not None:
+            return self._position() == end
+        if command == "set_output":
+            outputs = self.bay.link.view.get("outputs")
+            mask = int(args.get("mask", 0))
+            return outputs is not None and outputs & mask == int(args.get("values", 0)) & mask
+        return False
+
     def _command(self, e: RunTool, args: dict[str, Any], now_ns: int) -> None:
         command = args.pop("command")
-        end = END_POSITION.get(command)
-        if e.reconcile and end is not None and self._position() == end:
+        if e.reconcile and self._in_effect(command, args):
             # the command we had sent before the restart did run: settle it, send nothing
-            self.log.append(f"{e.session}: reconciled {command} seq {e.seq}: already {end}")
-            self._done(e, now_ns, "ok", f"reconciled: already {end}")
+            self.log.append(f"{e.session}: reconciled {command} seq {e.seq}: already done")
+            self._done(e, now_ns, "ok", "reconciled: already done")
             return
         try:
             seq = self.bay.link.send_command(
@@ -109,12 +122,13 @@ class ToolRunner:
             return
         if e.reconcile:
             self.log.append(f"{e.session}: re-sent {command} under seq {seq}")
-        self.commands[seq] = (e, command)
+        self.commands[seq] = (e, command, args)
         self.service.tool_started(e.session, e.step, e.attempt, seq, now_ns)
 
     def _cancel(self, c: CancelTool) -> None:
         self.waits.pop(c.session, None)
-        for seq, (e, command) in list(self.commands.items()):
+        self.delays.pop(c.session, None)
+        for seq, (e, command, _) in list(self.commands.items()):
             if e.session == c.session:
                 # a breaker operation cannot be stopped once the coil is energised; the
                 # command's result is ignored from here on and the cancel is logged
@@ -123,8 +137,15 @@ class ToolRunner:
 
     # -- results --------------------------------------------------------------------------
 
+    def next_deadline(self) -> int | None:
+        return min((t for _, t in self.delays.values()), default=None)
+
     def pump(self, now_ns: int) -> None:
         """Turn what the controller reported into tool results (outside its steps)."""
+        for sid, (e, t) in list(self.delays.items()):
+            if t <= now_ns:
+                del self.delays[sid]
+                self._done(e, now_ns, "ok", "delay elapsed")
         while self.reports:
             r = self.reports.popleft()
             if type(r) is LinkEvent:
@@ -138,7 +159,7 @@ class ToolRunner:
         entry = self.commands.get(le.seq) if le.seq is not None else None
         if entry is None:
             return
-        e, command = entry
+        e, command, args = entry
         end = END_POSITION.get(command)
         if le.kind == "cmd_ok":
             result = le.get("result")
@@ -150,10 +171,25 @@ class ToolRunner:
             self._done(e, now_ns, "ok", f"{command} complete")
         elif le.kind in ("cmd_failed", "operation_failed"):
             del self.commands[le.seq]
-            if le.reason == "stale_sequence" and end is not None and self._position() == end:
-                self._done(e, now_ns, "ok", f"reconciled: already {end}")
+            if le.reason == "stale_sequence" and e.reconcile:
+                self._settle_stale(e, command, args, now_ns)
             else:
                 self._failed(e, now_ns, f"{command}: {le.reason}")
+
+    def _settle_stale(self, e: RunTool, command: str, args: dict[str, Any], now_ns: int):
+        """The device no longer remembers the re-sent number: it either ran it long ago or
+        never got it. Its state decides: in effect -> done; moving -> wait for the end
+        position; otherwise it never ran -> send it once more, under a new number."""
+        if self._in_effect(command, args):
+            self._done(e, now_ns, "ok", "reconciled: already done")
+        elif self._position() == "intermediate" and command in END_POSITION:
+            self.waits[e.session] = (e, ("position", END_POSITION[command]))
+        else:
+            self.log.append(f"{e.session}: {command} seq {e.seq} never ran: sending it now")
+            seq = self.bay.link.send_command(command, now_ns, **args)
+            fresh = RunTool(e.session, e.step, e.attempt, e.tool, e.args)
+            self.commands[seq] = (fresh, command, args)
+            self.service.tool_started(e.session, e.step, e.attempt, seq, now_ns)
 
     def _wake(self, now_ns: int, what: tuple) -> None:
         for sid, (e, (kind, want)) in list(self.waits.items()):

@@ -1,0 +1,84 @@
+"""The agent on the virtual clock: bay controller + firmware + service + tools."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from controller.agent.planner import FolderPlanner
+from controller.agent.service import AgentService
+from controller.configfile import load_config
+from controller.engine import Journal
+from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+from controller.logic.core import BayController
+from controller.runtime.agent_host import AgentBay
+from controller.runtime.loop import VirtualWire
+from firmware_sim.core import Firmware
+
+MS = 1_000_000
+PROCEDURES = Path(__file__).resolve().parents[2] / "controller" / "agent" / "procedures"
+
+NOOP = """
+name: noop
+params: {n: {type: int}}
+equipment: ["unit{n}"]
+start: first
+steps:
+  first: {tool: note, args: {text: "start {n}"}, next: wait}
+  wait: {tool: wait_device, args: {position: "off"}, timeout_ms: 50, next: done}
+  done: {tool: note, args: {text: "done {n}"}}
+"""
+
+
+class Rig:
+    def __init__(self, folder: Path, journal: Journal | None = None) -> None:
+        cfg = load_config(DEFAULT_CONFIG, ControllerConfig)
+        self.bay = BayController(cfg, 0)
+        self.fw = Firmware(now_ns=0)
+        self.service = AgentService(FolderPlanner(folder), journal)
+        self.host = AgentBay(self.bay, self.service)
+        self.wire = VirtualWire(self.host, self.fw)
+        self.bay.start(0)
+        self.host.opened(0)
+        self.run(100)
+        self.folder = folder
+
+    @property
+    def now(self) -> int:
+        return self.wire.now_ns
+
+    def run(self, ms: float) -> None:
+        self.wire.run_until(self.wire.now_ns + int(ms * MS))
+
+    def close_breaker(self) -> None:
+        """Close the breaker (the device starts open) and wait out the anti-pump window."""
+        self.bay.close_request(self.now)
+        self.run(600)
+        assert self.bay.bay.state == "closed"
+
+    def op(self, **req):
+        return self.host.handle(req, self.now)
+
+    def state(self, sid: str) -> str:
+        return self.service.status(sid)["state"]
+
+    def step(self, sid: str) -> str:
+        return self.service.status(sid)["step"]
+
+    def executed(self, msg: str) -> int:
+        return self.fw.stats.executed.get(msg, 0)
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    d = tmp_path / "procedures"
+    shutil.copytree(PROCEDURES, d)
+    (d / "noop.yaml").write_text(NOOP)
+    return d
+
+
+@pytest.fixture
+def rig(folder: Path) -> Rig:
+    return Rig(folder)

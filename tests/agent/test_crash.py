@@ -1,0 +1,155 @@
+"""SIGKILL in the middle of a procedure, restart, and every actuation happened exactly once.
+
+Real processes: the breaker simulator on a pty (its line delays each direction by 150 ms,
+so a command is in flight for a while), and `goosectl run --no-network` with the agent
+and a state folder. The controller is killed with SIGKILL at several points, including
+between "command sent" and "acknowledged", and started again on the same state; the
+device's own counters are the judge.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from controller.runtime.control import ControlUnavailable, request
+
+REPO = Path(__file__).resolve().parents[2]
+
+PROCEDURE = """
+name: cycle
+params: {bay: {type: int}}
+equipment: ["bay{bay}"]
+start: close_breaker
+steps:
+  close_breaker: {tool: device, args: {command: close}, timeout_ms: 4000, next: settle}
+  settle: {tool: delay, args: {ms: 400}, next: open_breaker}   # past the anti-pump window
+  open_breaker: {tool: device, args: {command: trip}, timeout_ms: 4000, next: verify_open}
+  verify_open: {tool: wait_device, args: {position: "off"}, timeout_ms: 4000,
+                next: open_disconnector}
+  open_disconnector: {tool: device, args: {command: set_output, mask: 1, values: 1},
+                      timeout_ms: 4000, next: close_earth}
+  close_earth: {tool: device, args: {command: set_output, mask: 2, values: 2},
+                timeout_ms: 4000, next: report}
+  report: {tool: note, args: {text: "bay {bay} cycled and isolated"}}
+"""
+
+
+def start_controller(tmp: Path, port: str, sock: Path) -> subprocess.Popen:
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "run",
+            "--no-network",
+            "--quiet",
+            "--config",
+            str(tmp / "bay.yaml"),
+            "--port",
+            port,
+            "--state",
+            str(tmp / "state"),
+            "--procedures",
+            str(tmp / "procedures"),
+            "--control",
+            str(sock),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    line = proc.stdout.readline()
+    assert '"running"' in line, line + proc.stderr.read()
+    return proc
+
+
+def wait_for(sock: Path, sid: str, pred, timeout: float = 20.0) -> dict:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        try:
+            st = request(sock, {"op": "status", "session": sid})
+        except ControlUnavailable:
+            time.sleep(0.02)
+            continue
+        if st.get("ok") and pred(st["status"]):
+            return st["status"]
+        time.sleep(0.01)
+    raise AssertionError(f"session {sid} never reached the expected state: {st}")
+
+
+def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
+    (tmp_path / "procedures").mkdir()
+    (tmp_path / "procedures" / "cycle.yaml").write_text(PROCEDURE)
+    cfg = (REPO / "examples" / "controller" / "bay1.yaml").read_text()
+    (tmp_path / "bay.yaml").write_text(
+        cfg.replace("  port: sim\n", "  port: sim\n  response_timeout_ms: 1000\n")
+    )
+    sock = tmp_path / "ctl.sock"
+    sim = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "sim",
+            "--pty",
+            "--link",
+            str(tmp_path / "dev.pty"),
+            "--delay",
+            "150",
+            "--spring-ms",
+            "100",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    port = sim.stdout.readline().strip()
+    ctl = start_controller(tmp_path, port, sock)
+    try:
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                r = request(sock, {"op": "run", "procedure": "cycle", "params": {"bay": "1"}})
+                break
+            except ControlUnavailable:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert r["ok"], r
+        sid = r["session"]
+        kills = []
+        for step in ("close_breaker", "open_breaker", "open_disconnector", "close_earth"):
+            # "command sent, not yet acknowledged": the tool started, the device is slow
+            wait_for(
+                sock,
+                sid,
+                lambda s, step=step: s["step"] == step and s["state"] == "waiting_for_tool",
+            )
+            time.sleep(0.05)
+            os.kill(ctl.pid, signal.SIGKILL)
+            ctl.wait()
+            kills.append(step)
+            ctl = start_controller(tmp_path, port, sock)
+        final = wait_for(sock, sid, lambda s: s["state"] in ("completed", "aborted"))
+        assert final["state"] == "completed" and final["outcome"] == "done", final
+        assert final["text"] == "bay 1 cycled and isolated"
+        assert kills == ["close_breaker", "open_breaker", "open_disconnector", "close_earth"]
+    finally:
+        ctl.send_signal(signal.SIGTERM)
+        ctl.wait(timeout=10)
+        sim.send_signal(signal.SIGTERM)
+        _, err = sim.communicate(timeout=10)
+    stats = err.strip().splitlines()[-1]
+    executed = ast.literal_eval(re.search(r"executed=(\{[^}]*\})", stats).group(1))
+    operations = ast.literal_eval(re.search(r"operations=(\{[^}]*\})", stats).group(1))
+    assert operations == {"close": 1, "open": 1}, stats
+    assert executed.get("CLOSE") == 1 and executed.get("TRIP") == 1, stats
+    assert executed.get("SET_OUTPUT") == 2, stats
