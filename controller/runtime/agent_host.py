@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from controller.agent.effects import Respond, RunTool
 from controller.agent.service import AgentService
+from controller.engine.effects import Notify
 from controller.logic.core import BayController
 from controller.runtime.agent_tools import ToolRunner
 
@@ -22,7 +24,7 @@ class AgentBay:
         self.service = service
         self.tools = ToolRunner(service, bay)
         self.now_ns = 0
-        #: what the sessions told the operator (Respond, confirmation requests)
+        #: what the sessions did and told the operator (tools run, confirmations, answers)
         self.responses: list[Any] = []
         #: tools of restored sessions: run once the device link is up (reconciling needs
         #: the device's status and its dedup memory)
@@ -46,7 +48,7 @@ class AgentBay:
             if not out and not self.tools.reports:
                 return
             self.tools.execute(out, now_ns)
-            self.responses.extend(o for o in out if type(o).__name__ in ("Respond", "Notify"))
+            self.responses.extend(o for o in out if type(o) in (Respond, Notify, RunTool))
         raise RuntimeError("agent tools and service keep exchanging without time passing")
 
     # -- requests from the operator (control socket, demo) -----------------------------------

@@ -25,6 +25,8 @@ from controller.logic.mapping import member_value
 #: trip/close finish when the breaker reaches this position (the device reports it)
 END_POSITION = {"trip": "off", "close": "on"}
 _DBPOS = {0: "intermediate", 1: "off", 2: "on", 3: "bad"}
+#: device alarms under which no switching procedure should start (SF6 lockout, no trip coil)
+NOT_READY_ALARMS = frozenset({"gas_pressure_low", "trip_circuit_fault"})
 
 
 class ToolRunner:
@@ -90,7 +92,11 @@ class ToolRunner:
             why = []
             if self.bay.link.state not in ("up", "degraded"):
                 why.append(f"device link {self.bay.link.state}")
-            why += [f"device alarm {n}" for n, on in sorted(ctx["device_alarms"].items()) if on]
+            why += [
+                f"device alarm {n}"
+                for n, on in sorted(ctx["device_alarms"].items())
+                if on and n in NOT_READY_ALARMS
+            ]
         else:
             return "blocked", f"unknown condition {condition!r}"
         return ("blocked", "; ".join(why)) if why else ("ok", condition)

@@ -21,6 +21,7 @@ from firmware_sim.core import Firmware
 from protocols.ethernet.pcap import PcapWriter
 
 Report = Callable[[int, Any], None]
+Action = Callable[[int], None]
 
 
 class BayReplay:
@@ -31,8 +32,12 @@ class BayReplay:
         out_pcap=None,
         on_report: Report | None = None,
         wire=None,
+        endpoint: Any = None,
     ) -> None:
+        """`endpoint` is what the serial side talks to: the bay, or the bay with the agent
+        (`AgentBay`); a given `wire` must connect that endpoint to the firmware."""
         self.bay = bay
+        self.endpoint = endpoint or bay
         self.fw = firmware
         self.writer = PcapWriter(out_pcap) if out_pcap else None
         self.on_report = on_report
@@ -41,7 +46,9 @@ class BayReplay:
         #: wall time of each `bay.frame` call, and of those that sent a device command
         self.frame_ns: list[int] = []
         self.actuating_ns: list[int] = []
-        self.wire = wire or VirtualWire(bay, firmware, start_ns=0, on_step=self._drain)
+        #: called after every exchange on the wire (the demo's operator answers here)
+        self.after_step: Callable[[int], None] | None = None
+        self.wire = wire or VirtualWire(self.endpoint, firmware, start_ns=0, on_step=self._drain)
         if wire is not None:
             wire.on_step = self._drain
 
@@ -53,26 +60,36 @@ class BayReplay:
         if self.on_report is not None:
             for r in self.bay.take_reports():
                 self.on_report(now_ns, r)
+        if self.after_step is not None:
+            self.after_step(now_ns)
+
+    def inject(self, faults: Iterable[tuple[int, str, Any]]) -> list[tuple[int, Action]]:
+        """Device faults (time, what, value) as actions for `run`."""
+        return [
+            (t, lambda now, w=what, v=value: self.fw.inject(w, v, now)) for t, what, value in faults
+        ]
 
     def run(
         self,
         frames: Iterable[tuple[int, bytes]],
-        faults: Iterable[tuple[int, str, Any]] = (),
+        actions: Iterable[tuple[int, Action]] = (),
         end_ns: int | None = None,
     ) -> None:
-        pending = sorted(faults, key=lambda f: f[0])
+        """Frames at their times; `actions` (time, fn(now)) at theirs: device faults,
+        operator requests to the agent, anything the scenario does besides frames."""
+        pending = sorted(actions, key=lambda a: a[0])
         started = False
         wire = self.wire
         for ts, data in frames:
             if not started:
                 wire.now_ns = ts
                 self.bay.start(ts)
-                self.bay.opened(ts)
+                self.endpoint.opened(ts)
                 started = True
             while pending and pending[0][0] <= ts:
-                t, what, value = pending.pop(0)
+                t, act = pending.pop(0)
                 wire.run_until(t)
-                self.fw.inject(what, value, t)
+                act(t)
             wire.run_until(ts)
             before = len(self.bay.reports)
             t0 = time.perf_counter_ns()
@@ -83,9 +100,9 @@ class BayReplay:
                 self.actuating_ns.append(dt)
             self.frames_in += 1
             wire.run_until(ts)  # bytes the frame caused cross now, at the same instant
-        for t, what, value in pending:
+        for t, act in pending:
             wire.run_until(t)
-            self.fw.inject(what, value, t)
+            act(t)
         if end_ns is not None:
             wire.run_until(end_ns)
         self._drain(wire.now_ns)

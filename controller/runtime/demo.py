@@ -15,16 +15,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TextIO
 
+from controller.agent.planner import FolderPlanner
+from controller.agent.service import AgentService
 from controller.configfile import load_config
 from controller.engine import Journal
+from controller.engine.effects import Notify
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
+from controller.runtime.agent_host import AgentBay
 from controller.runtime.bay_replay import BayReplay
 from controller.runtime.report import Timeline, format_percentiles, percentiles
 from controller.runtime.scenario import S, Scenario, build
 from firmware_sim.core import Firmware
 
 Progress = Callable[[float, str], None]
+PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
 
 
 @dataclass
@@ -39,13 +44,30 @@ class DemoResult:
     files: dict[str, Path] = field(default_factory=dict)
 
 
-def make_wire(bay: BayController, fw: Firmware, t0: int, pty: bool):
-    """The two ends on one virtual clock: a real pty between them, or in memory."""
+def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
+    """The two ends on one virtual clock: a real pty between them, or in memory (None:
+    the replay builds its in-memory wire). `endpoint` is the bay or `AgentBay`."""
     if not pty:
         return None, lambda: None
     from controller.runtime.pty_wire import pty_wire
 
-    return pty_wire(bay, fw, t0)
+    return pty_wire(endpoint, fw, t0)
+
+
+def demo_operator(host: AgentBay, timeline: Timeline):
+    """The demo's operator: confirms every step the agent asks about, and notes what the
+    agent says in the timeline."""
+    seen = [0]
+
+    def step(now_ns: int) -> None:
+        while seen[0] < len(host.responses):
+            r = host.responses[seen[0]]
+            seen[0] += 1
+            timeline.add(now_ns, r)
+            if isinstance(r, Notify) and r.topic == "confirm":
+                host.handle({"op": "confirm", "session": r.data["session"]}, now_ns)
+
+    return step
 
 
 def run_demo(
@@ -66,10 +88,14 @@ def run_demo(
     scn.write_pcap(files["scenario"])
     cfg = load_config(config, ControllerConfig)
     t0 = scn.frames[0][0]
-    for p in (files["journal"], Path(f"{files['journal']}-wal"), Path(f"{files['journal']}-shm")):
-        p.unlink(missing_ok=True)
+    files["agent"] = folder / "agent.sqlite"
+    for j in (files["journal"], files["agent"]):
+        for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
+            p.unlink(missing_ok=True)
     journal = Journal(files["journal"], durability="group")
     bay = BayController(cfg, t0, journal)
+    agent_journal = Journal(files["agent"], durability="step")
+    host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
     script = list(scn.script)
@@ -81,14 +107,25 @@ def run_demo(
             if progress is not None:
                 progress((at - t0) / (scn.end_ns - t0), f"t={(at - t0) / S:5.1f} s  {text}")
 
-    wire, close_wire = make_wire(bay, fw, t0, pty)
-    replay = BayReplay(bay, fw, files["output"], on_report, wire=wire)
+    wire, close_wire = make_wire(host, fw, t0, pty)
+    replay = BayReplay(bay, fw, files["output"], on_report, wire=wire, endpoint=host)
+    replay.after_step = demo_operator(host, timeline)
+    actions = replay.inject(scn.faults) + [
+        (
+            t,
+            lambda now, n=name, p=params: host.handle(
+                {"op": "run", "procedure": n, "params": p}, now
+            ),
+        )
+        for t, name, params in scn.agent
+    ]
     try:
-        replay.run(scn.frames, scn.faults, scn.end_ns)
+        replay.run(scn.frames, actions, scn.end_ns)
     finally:
         replay.close()
         close_wire()
         journal.close()
+        agent_journal.close()
     if progress is not None:
         progress(1.0, "done")
     result = DemoResult(

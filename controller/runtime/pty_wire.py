@@ -8,6 +8,8 @@ flight, so the bytes really cross the kernel's tty layer and the run stays deter
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.logic.core import BayController
 from controller.runtime.loop import VirtualPortPair
 from controller.runtime.serial_link import SerialLink
@@ -16,11 +18,12 @@ from firmware_sim.shell import DeviceShell
 from firmware_sim.transport import PtyTransport
 
 
-def pty_wire(bay: BayController, fw: Firmware, t0: int):
-    """(wire, close): a VirtualPortPair over a fresh pty, and how to tear it down."""
+def pty_wire(endpoint: BayController | Any, fw: Firmware, t0: int):
+    """(wire, close): a VirtualPortPair over a fresh pty, and how to tear it down.
+    `endpoint` is the bay controller, or the bay with the agent (`AgentBay`)."""
     transport = PtyTransport()
     device = DeviceShell(transport, firmware=fw, clock=lambda: t0)
-    port = SerialLink(transport.path, core=bay, now_ns=t0)
+    port = SerialLink(transport.path, core=endpoint, now_ns=t0)
     if not port.open(t0):
         transport.close()
         raise OSError(f"cannot open the simulator's pty {transport.path}: {port.open_errors}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
+from controller.agent.effects import Respond, RunTool
 from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, PublisherSides, StreamState
 from controller.link.effects import LinkEvent
@@ -75,8 +76,19 @@ class Timeline:
             return f"{t}  ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
                 f": {r.detail}" if r.detail else ""
             )
+        if isinstance(r, Notify) and r.topic == "confirm":
+            d = r.data
+            return (
+                f"{t}  agent    {d['session']} asks to confirm {d['step']} "
+                f"({d['tool']} {d['args']}): confirmed"
+            )
         if isinstance(r, Notify):
             return f"{t}  notice   {r.topic}: {r.data}"
+        if isinstance(r, RunTool):
+            again = f", attempt {r.attempt}" if r.attempt > 1 else ""
+            return f"{t}  agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
+        if isinstance(r, Respond):
+            return f"{t}  agent    {r.session} ended {r.outcome}: {r.text}"
         if isinstance(r, StreamState):
             side = "" if r.side == "-" else f" side {r.side}"
             return f"{t}  goose    {r.stream.split('@')[0]}{side} {r.state}"

@@ -101,6 +101,8 @@ def publishers_config() -> GooseConfig:
 class Scenario:
     frames: list[tuple[int, bytes]] = field(default_factory=list)  # (utc ns, bytes)
     faults: list[tuple[int, str, object]] = field(default_factory=list)  # device injections
+    #: operator requests to the agent layer: (time, procedure, parameters)
+    agent: list[tuple[int, str, dict]] = field(default_factory=list)
     script: list[tuple[int, str]] = field(default_factory=list)
     end_ns: int = 0
 
@@ -111,7 +113,7 @@ class Scenario:
         return len(self.frames)
 
 
-def build(duration_s: float = 17.0, outage=(8.0, 11.0)) -> Scenario:
+def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
     """Frames of every publisher over `duration_s` seconds of virtual time."""
     cfg = publishers_config()
     hub = GooseHub(cfg)
@@ -156,6 +158,7 @@ def build(duration_s: float = 17.0, outage=(8.0, 11.0)) -> Scenario:
         (14.0, "breaker mechanism sticks (device fault)", "stuck"),
         (15.0, "protection trip (stuck breaker)", lambda t: _trip(publish, True, q, t)),
         (15.5, "", lambda t: _trip(publish, False, q, t)),
+        (16.0, "operator runs `isolate bay=1` (agent)", ("agent", "isolate", {"bay": 1})),
     ]
     emit(hub.start(EPOCH, EPOCH), EPOCH)
     for at, text, act in actions:
@@ -165,6 +168,8 @@ def build(duration_s: float = 17.0, outage=(8.0, 11.0)) -> Scenario:
             scn.script.append((t, text))
         if act == "stuck":
             scn.faults.append((t, "stuck", True))
+        elif isinstance(act, tuple):
+            scn.agent.append((t, act[1], act[2]))
         elif act is not None:
             act(t)
     _run_until(hub, scn.end_ns, emit)

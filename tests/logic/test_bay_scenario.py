@@ -37,7 +37,7 @@ def run(tmp_path: Path, scn=None, name: str = "run"):
         tmp_path / f"{name}.pcap",
         lambda t, r: reports.append((t - EPOCH, r)),
     )
-    replay.run(scn.frames, scn.faults, scn.end_ns)
+    replay.run(scn.frames, replay.inject(scn.faults), scn.end_ns)
     replay.close()
     return bay, reports, tmp_path / f"{name}.pcap", journal
 

@@ -39,11 +39,15 @@ def test_demo_over_a_real_pty_yields_the_scenario(tmp_path):
         "15.150 s  bay      bf_timeout: tripping -> breaker_failure",
         "15.150 s  goose    published bf_trip",
         "15.150 s  device   TRIP sent (re-trip)",
+        # the operator's procedure: confirmation, retries, then the fallback
+        "16.000 s  agent    s1 asks to confirm open_breaker",
+        "agent    s1 runs open_breaker (device {'command': 'trip'}, attempt 3)",
+        "agent    s1 ended failed: bay 1 NOT isolated",
     ]
     for line in expected:
         assert line in report, line
     assert "final bay state: breaker_failure" in report
-    for name in ("scenario.pcap", "output.pcap", "journal.sqlite", "report.txt"):
+    for name in ("scenario.pcap", "output.pcap", "journal.sqlite", "agent.sqlite", "report.txt"):
         assert (out / name).stat().st_size > 0, name
     rows = (
         sqlite3.connect(out / "journal.sqlite")
