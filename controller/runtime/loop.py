@@ -52,7 +52,28 @@ class Pipe:
         return self._q[0][0] if self._q else None
 
 
-class VirtualWire:
+class _VirtualTime:
+    """What both ways of joining two endpoints on one virtual clock share."""
+
+    now_ns: int
+
+    def run_until(self, t_ns: int) -> None:
+        raise NotImplementedError
+
+    def run_for(self, ns: int) -> None:
+        self.run_until(self.now_ns + ns)
+
+    def run_until_true(self, predicate: Callable[[], bool], limit_ns: int, step_ns: int) -> bool:
+        """Step `step_ns` at a time until `predicate()` holds or `limit_ns` has passed."""
+        end = self.now_ns + limit_ns
+        while not predicate():
+            if self.now_ns >= end:
+                return False
+            self.run_until(min(end, self.now_ns + step_ns))
+        return True
+
+
+class VirtualWire(_VirtualTime):
     """Endpoint `a` (controller) and `b` (device) on one virtual clock."""
 
     def __init__(
@@ -124,18 +145,6 @@ class VirtualWire:
         self.b.advance(self.now_ns)
         self._settle()
 
-    def run_for(self, ns: int) -> None:
-        self.run_until(self.now_ns + ns)
-
-    def run_until_true(self, predicate: Callable[[], bool], limit_ns: int, step_ns: int) -> bool:
-        """Step `step_ns` at a time until `predicate()` holds or `limit_ns` has passed."""
-        end = self.now_ns + limit_ns
-        while not predicate():
-            if self.now_ns >= end:
-                return False
-            self.run_until(min(end, self.now_ns + step_ns))
-        return True
-
 
 class Shell(Protocol):
     """A shell around a real port that can be polled at a given (virtual) time."""
@@ -148,7 +157,7 @@ class Shell(Protocol):
     def fileno(self) -> int | None: ...
 
 
-class VirtualPortPair:
+class VirtualPortPair(_VirtualTime):
     """Two shells connected by a real byte pipe (a pty, a socket) on one virtual clock.
 
     Virtual time only moves when no byte is in flight: bytes written by one shell and
@@ -202,15 +211,3 @@ class VirtualPortPair:
             self._settle()
         self.now_ns = max(self.now_ns, t_ns)
         self._settle()
-
-    def run_for(self, ns: int) -> None:
-        self.run_until(self.now_ns + ns)
-
-    def run_until_true(self, predicate: Callable[[], bool], limit_ns: int, step_ns: int) -> bool:
-        """Step `step_ns` at a time until `predicate()` holds or `limit_ns` has passed."""
-        end = self.now_ns + limit_ns
-        while not predicate():
-            if self.now_ns >= end:
-                return False
-            self.run_until(min(end, self.now_ns + step_ns))
-        return True
