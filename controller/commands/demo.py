@@ -29,6 +29,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="connect the simulator in memory instead of over a real pty",
     )
     p.add_argument(
+        "--serve",
+        type=float,
+        metavar="SECONDS",
+        help="after the scenario keep the controller running and serve `goosectl agent` "
+        "for SECONDS (0: until Ctrl-C)",
+    )
+    p.add_argument("--control", type=Path, help="control socket path (with --serve)")
+    p.add_argument(
         "--live",
         action="store_true",
         help="on veth pairs in namespaces with libiec61850 as the protection IED (root)",
@@ -47,7 +55,14 @@ def run(args: argparse.Namespace) -> int:
     folder = args.out or Path(f"goosectl-demo-{stamp}")
     print(f"goosectl demo: writing to {folder}/")
     try:
-        result = run_demo(folder, args.config, pty=not args.in_memory, progress=print_progress())
+        result = run_demo(
+            folder,
+            args.config,
+            pty=not args.in_memory,
+            progress=print_progress(),
+            serve_s=args.serve,
+            control=args.control,
+        )
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
     print("\n".join(report_lines(result)))

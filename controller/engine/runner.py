@@ -75,7 +75,8 @@ class Runner:
         input_pos: int | None = None,
     ) -> Step:
         """Deliver an input event after firing the timers due before it."""
-        self.advance(now_ns)
+        if self.timers.any_due(now_ns):
+            self.advance(now_ns)
         machine = self.machines[machine_id]
         if input_pos is not None:
             self.last_input = input_pos

@@ -77,6 +77,11 @@ class TimerHeap:
             elif type(e) is CancelTimer:
                 self.cancel(machine, e.name)
 
+    def any_due(self, now_ns: int) -> bool:
+        """Cheap check before `pop_due` (stale entries may make it answer True)."""
+        heap = self._heap
+        return bool(heap) and heap[0][0] <= now_ns
+
     def next_deadline(self) -> int | None:
         self._drop_stale()
         return self._heap[0][0] if self._heap else None

@@ -177,7 +177,8 @@ class LinkCore:
         elif command == "reset":
             fields["mode"] = m.ResetMode(fields["mode"])
         items = tuple((n, fields[n]) for n in names)
-        build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
+        if items:
+            build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
         if seq is None:
             seq = self.commands.ctx["next_seq"]
             self._send("link", "user_command", now_ns, (Submit(command, items), seq))

@@ -76,7 +76,12 @@ def run_demo(
     pty: bool = True,
     progress: Progress | None = None,
     scenario: Scenario | None = None,
+    serve_s: float | None = None,
+    control: Path | None = None,
 ) -> DemoResult:
+    """`serve_s`: after the scenario, keep the controller running (virtual time then
+    follows the wall clock) and serve `goosectl agent` on the control socket for that many
+    seconds (0: until interrupted)."""
     folder.mkdir(parents=True, exist_ok=True)
     scn = scenario or build()
     files = {
@@ -121,6 +126,8 @@ def run_demo(
     ]
     try:
         replay.run(scn.frames, actions, scn.end_ns)
+        if serve_s is not None:
+            serve(host, replay.wire, control, serve_s, progress)
     finally:
         replay.close()
         close_wire()
@@ -143,6 +150,40 @@ def run_demo(
     )
     files["report"].write_text("\n".join(report_lines(result)) + "\n")
     return result
+
+
+def serve(
+    host: AgentBay, wire, control: Path | None, seconds: float, progress: Progress | None
+) -> None:
+    """Answer the control socket while virtual time follows the wall clock."""
+    import selectors
+    import time
+
+    from controller.runtime.control import ControlServer, default_path
+
+    sel = selectors.DefaultSelector()
+    server = ControlServer(control or default_path(), host.handle, clock=lambda: wire.now_ns)
+    server.attach(
+        lambda fd, cb: sel.register(fd, selectors.EVENT_READ, cb), lambda fd: sel.unregister(fd)
+    )
+    if progress is not None:
+        progress(
+            1.0,
+            f"serving `goosectl agent --control {server.path}` "
+            f"{'until Ctrl-C' if not seconds else f'for {seconds:g} s'}",
+        )
+    start_wall, start_virtual = time.monotonic_ns(), wire.now_ns
+    end = None if not seconds else start_wall + int(seconds * 1e9)
+    try:
+        while end is None or time.monotonic_ns() < end:
+            for key, _ in sel.select(0.01):
+                key.data()
+            wire.run_until(start_virtual + time.monotonic_ns() - start_wall)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.close()
+        sel.close()
 
 
 def report_lines(r: DemoResult) -> list[str]:

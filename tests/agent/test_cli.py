@@ -1,0 +1,74 @@
+"""`goosectl agent` over the control socket of `goosectl demo --serve`."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def agent(sock: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "controller", "agent", "--control", str(sock), *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=60,
+    )
+
+
+def test_without_a_controller_it_says_so_and_exits_2(tmp_path):
+    r = agent(tmp_path / "none.sock", "list")
+    assert r.returncode == 2
+    assert "no controller is listening" in r.stderr and "goosectl run" in r.stderr
+
+
+def test_agent_commands_against_the_demo(tmp_path):
+    sock = tmp_path / "demo.sock"
+    demo = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "demo",
+            "--in-memory",
+            "--out",
+            str(tmp_path / "d"),
+            "--serve",
+            "30",
+            "--control",
+            str(sock),
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not sock.exists():
+            assert time.monotonic() < deadline and demo.poll() is None, demo.stderr.read()
+            time.sleep(0.05)
+        listed = json.loads(agent(sock, "list").stdout)
+        assert listed["sessions"][0]["procedure"] == "isolate"  # the demo's own session
+        assert set(listed["procedures"]) >= {"isolate", "close"}
+        run = json.loads(agent(sock, "run", "isolate", "bay=2").stdout)
+        assert run["ok"] and run["session"] == "s2"
+        st = json.loads(agent(sock, "status", "s2").stdout)["status"]
+        assert st["state"] == "awaiting_confirmation" and st["step"] == "open_breaker"
+        aborted = agent(sock, "abort", "s2")
+        assert json.loads(aborted.stdout).get("state") == "aborted", aborted.stdout
+        hist = json.loads(agent(sock, "history", "s1").stdout)["history"]
+        assert {h["machine"] for h in hist} == {"s1", "s1/wf"}
+        assert hist[0]["event"] == "request"
+        bad = agent(sock, "run", "isolate", "bay")
+        assert bad.returncode == 2 and "not key=value" in bad.stderr
+        refused = agent(sock, "confirm", "s9")
+        assert refused.returncode == 1 and "no session 's9'" in refused.stdout
+    finally:
+        demo.terminate()
+        demo.wait(timeout=10)
