@@ -127,6 +127,7 @@ def run_demo(
     try:
         replay.run(scn.frames, actions, scn.end_ns)
         if serve_s is not None:
+            replay.after_step = None  # the scripted operator leaves: a person confirms now
             serve(host, replay.wire, control, serve_s, progress)
     finally:
         replay.close()
