@@ -13,6 +13,7 @@ from controller.configfile import ConfigError, load_config
 from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.runtime.goose_live import require_raw_sockets
+from controller.runtime.report import percentiles
 
 PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
 
@@ -32,6 +33,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--quiet", action="store_true", help="no status line every second")
+    p.add_argument(
+        "--spin",
+        action="store_true",
+        help="busy-poll instead of sleeping between "
+        "frames: lower latency for a controller that owns a CPU core",
+    )
     p.add_argument(
         "--no-network",
         action="store_true",
@@ -100,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     except OSError as exc:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
+    live.live.spin = args.spin
     control = ControlServer(args.control or default_path(), agent.handle)
     control.attach(live.live.add_reader, live.live.remove_reader)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
@@ -134,6 +142,7 @@ def run(args: argparse.Namespace) -> int:
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,
                 "counters": dict(live.status.counts),
+                "frame_latency_us": percentiles(list(live.live.latencies)),
                 "goose": bay.hub.counters(),
             }
         )

@@ -131,7 +131,6 @@ def run_live_demo(args: argparse.Namespace) -> int:
             bay = BayController(cfg, time.monotonic_ns(), journal)
             with ctl.entered():
                 live = BayLive(bay, IFACE, None, device.path, status_every=False)
-            live.live.latencies = []
             t0 = time.monotonic_ns()
             timeline = Timeline(t0)
             live.on_effects = lambda effects: [
@@ -153,7 +152,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
         *(timeline.anomalies() or ["  none"]),
         "",
         "Latency (live, per frame: socket read -> effects out):",
-        *format_percentiles({"frame in -> effects out": percentiles(live.live.latencies or [])}),
+        *format_percentiles({"frame in -> effects out": percentiles(list(live.live.latencies))}),
         "",
         f"final bay state: {bay.bay.state}; journal {folder / 'journal.sqlite'}",
     ]

@@ -13,6 +13,7 @@ import gc
 import os
 import selectors
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -72,9 +73,11 @@ class LiveGoose:
         self.send_errors = 0
         self.extra: dict[int, Callable[[], None]] = {}
         self.stopped = False
+        #: poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)
+        self.spin = False
         self.last_latency_ns: int | None = None
-        #: when a list, every frame's handling time (ns) is appended (demo, benchmarks)
-        self.latencies: list[int] | None = None
+        #: every frame's handling time (ns), the last 100,000 (status view, reports)
+        self.latencies: deque[int] = deque(maxlen=100_000)
         #: called with the time after every input, before frames are sent: the serial
         #: port's shell flushes a TRIP here, ahead of the GOOSE frames the same input caused
         self.on_round: list[Callable[[int], None]] = []
@@ -137,7 +140,7 @@ class LiveGoose:
             # epoll rounds timeouts up to whole milliseconds: sleep to 1 ms before the
             # deadline, then poll without blocking, so a 4 ms MinTime is kept to tens of us
             slack = wake - now
-            timeout = 0.0 if slack < SPIN_NS else (slack - 1_000_000) / 1e9
+            timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
             for key, _ in self.sel.select(timeout):
                 side = key.data
                 if side is None:
@@ -161,8 +164,7 @@ class LiveGoose:
                     if out:
                         out += self.execute(out, t_in)
                     self.last_latency_ns = clock() - t_in
-                    if self.latencies is not None:
-                        self.latencies.append(self.last_latency_ns)
+                    self.latencies.append(self.last_latency_ns)
                     self.frames += 1
                     number += 1
                     if on_frame:

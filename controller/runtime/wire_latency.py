@@ -178,8 +178,15 @@ class WireTrip:
         return t1 - t0
 
     def close(self) -> None:
+        run = self.procs[1] if len(self.procs) > 1 else None
         for p in self.procs:
             p.terminate()
+        if run is not None:
+            try:
+                out, _ = run.communicate(timeout=5)
+                self.controller_report = out.strip().splitlines()[-1] if out.strip() else ""
+            except (subprocess.TimeoutExpired, ValueError):
+                self.controller_report = ""
         for p in self.procs:
             try:
                 p.wait(timeout=5)
