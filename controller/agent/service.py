@@ -22,6 +22,7 @@ from controller.agent.effects import Plan, Respond, RunTool
 from controller.agent.planner import Planner
 from controller.agent.procedure import Procedure, fill, parse_procedure
 from controller.engine import Journal, Machine, Runner, Table
+from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.machine import Step
 
 TABLE = Path(__file__).parent / "tables" / "session.yaml"
@@ -83,7 +84,7 @@ class AgentService:
                     s.responses.append(e)
                 if machine.state in ("responding", "tool_failed_fatal"):
                     self._responded.append(e.session)
-            elif not t.__module__.startswith("controller.engine") or t.__name__ == "Notify":
+            elif t not in TIMER_EFFECTS:
                 self.out.append(e)
 
     def _settle(self, now_ns: int) -> None:

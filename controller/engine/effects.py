@@ -56,3 +56,7 @@ class Raise:
 
     event: str
     payload: Any = None
+
+
+#: Effects the engine's runners execute themselves; anything else is for the shell.
+TIMER_EFFECTS = frozenset({StartTimer, CancelTimer})

@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.engine import Journal, Runner
+from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.machine import Machine, Step
 from controller.goose.config import GooseConfig
 from controller.goose.effects import FrameClassified, SendFrame, StreamState, Transmit
@@ -54,7 +55,7 @@ class GooseHub:
                 out.append(e)
                 if e.side in ("A", "B"):
                     self.bank.on_side_state(e, now_ns)
-            elif t.__module__ != "controller.engine.effects" or t.__name__ == "Notify":
+            elif t not in TIMER_EFFECTS:
                 out.append(e)
 
     def drain(self) -> list[Any]:

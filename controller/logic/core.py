@@ -55,6 +55,7 @@ class BayController:
         )
         #: called with every report (verdicts, link events): the agent's tools watch these
         self.observers: list = []
+        self._seq_recorded: int | None = None
         self.table = Table.load(config.logic.table)
         self.stream_names: dict[str, tuple[str, str]] = {}
         self.inputs = Inputs(config, self.stream_names)
@@ -184,8 +185,9 @@ class BayController:
                 for ev, payload in self._link_events(le):
                     self._bay(ev, now_ns, payload)
         journal = self.runner.journal
-        if journal is not None:
-            journal.set_meta(LINK_SEQ_KEY, self.link.next_seq)
+        if journal is not None and self.link.next_seq != self._seq_recorded:
+            self._seq_recorded = self.link.next_seq
+            journal.set_meta(LINK_SEQ_KEY, self._seq_recorded)
 
     def _handle(self, e: Any, now_ns: int, queue: deque) -> None:
         t = type(e)
