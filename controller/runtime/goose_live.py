@@ -78,8 +78,10 @@ class LiveGoose:
         self.last_latency_ns: int | None = None
         #: every frame's handling time (ns), the last 100,000 (status view, reports)
         self.latencies: deque[int] = deque(maxlen=100_000)
-        #: called with the time after every input, before frames are sent: the serial
-        #: port's shell flushes a TRIP here, ahead of the GOOSE frames the same input caused
+        #: called right after a frame is handled, before its frames are sent: the serial
+        #: port's shell writes a TRIP here, ahead of the GOOSE frames the same frame caused
+        self.on_output: list[Callable[[int], None]] = []
+        #: called after every input and timer round (the serial port's reads and timers)
         self.on_round: list[Callable[[int], None]] = []
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
@@ -159,11 +161,13 @@ class LiveGoose:
                     t_in = clock()
                     vlan = Vlan(rx.vlan.vid, rx.vlan.pcp, rx.vlan.dei) if rx.vlan else None
                     out = hub.frame(rx.frame, side, t_in, vlan)
-                    for hook in self.on_round:
+                    for hook in self.on_output:
                         hook(t_in)
                     if out:
                         out += self.execute(out, t_in)
                     self.last_latency_ns = clock() - t_in
+                    for hook in self.on_round:
+                        hook(t_in)
                     self.latencies.append(self.last_latency_ns)
                     self.frames += 1
                     number += 1

@@ -119,6 +119,7 @@ class BayLive:
         self.status_every = status_every
         self.on_effects = on_effects
         self._fd: int | None = None
+        self.live.on_output.append(self.serial.write_pending)
         self.live.on_round.append(self._serial_round)
 
     def _serial_round(self, now: int) -> None:

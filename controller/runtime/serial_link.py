@@ -114,6 +114,10 @@ class SerialLink:
         self._flush(now)
         return n
 
+    def write_pending(self, now_ns: int | None = None) -> None:
+        """Write what the core has for the port now, before anything else (a TRIP)."""
+        self._flush(self._now(now_ns))
+
     def _flush(self, now: int) -> None:
         out = self.core.take_output()
         if out and self.port is not None:
