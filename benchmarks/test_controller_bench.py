@@ -46,8 +46,8 @@ def test_in_process_trip(benchmark, short, floors):
     assert serial.p99 < HARD_LIMIT_US and ack.p99 < HARD_LIMIT_US
 
 
-@pytest.mark.parametrize("load_fps", [0, 5000])
-def test_on_the_wire_trip(benchmark, short, floors, load_fps):
+@pytest.mark.parametrize(("load_fps", "spin"), [(0, False), (0, True), (5000, False)])
+def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     require_root()
     n = 30 if short else 300
     with WireFloor() as wf:
@@ -56,13 +56,15 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps):
         )
     from controller.runtime.wire_latency import WireTrip
 
-    trip = WireTrip(load_fps=load_fps)
+    trip = WireTrip(load_fps=load_fps, spin=spin)
     try:
         times = [trip.sample() for _ in range(n)]
     finally:
         trip.close()
-    name = "wire: trip sent -> trip-ack received" + (
-        f" (+50 streams, {load_fps} frames/s)" if load_fps else ""
+    name = (
+        "wire: trip sent -> trip-ack received"
+        + (f" (+50 streams, {load_fps} frames/s)" if load_fps else "")
+        + (" (run --spin)" if spin else "")
     )
     res = summarise(name, GROUP, times)
     ratio(res, wire_floor)

@@ -53,12 +53,14 @@ def run(args: argparse.Namespace) -> int:
 
         with WireFloor() as wf:
             floors["floor: raw-socket echo round trip"] = wf.sample(5000)
-        for load in (0, 5000):
-            label = "wire: trip sent -> trip-ack received" + (
-                f" (+{load} frames/s)" if load else ""
+        for load, spin in ((0, False), (0, True), (5000, False)):
+            label = (
+                "wire: trip sent -> trip-ack received"
+                + (f" (+{load} frames/s)" if load else "")
+                + (" (--spin)" if spin else "")
             )
             print(f"{label}: {args.wire_samples} trips ...", flush=True)
-            trip = WireTrip(load_fps=load)
+            trip = WireTrip(load_fps=load, spin=spin)
             try:
                 series[label] = [trip.sample() for _ in range(args.wire_samples)]
             finally:

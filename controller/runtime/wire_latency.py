@@ -32,7 +32,10 @@ IFACE = "net0"
 
 
 class WireTrip:
-    def __init__(self, load_fps: int = 0, load_streams: int = 50, spring_ms: int = 20) -> None:
+    def __init__(
+        self, load_fps: int = 0, load_streams: int = 50, spring_ms: int = 20, spin: bool = False
+    ) -> None:
+        self.spin = spin
         self.lab = NetLab()
         self.procs: list[subprocess.Popen] = []
         try:
@@ -76,6 +79,7 @@ class WireTrip:
                 "--port",
                 path,
                 "--quiet",
+                *(["--spin"] if self.spin else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
