@@ -10,8 +10,8 @@ codec's caches; the per-frame garbage is short-lived and reference-counted away.
 from __future__ import annotations
 
 import gc
-import os
 import selectors
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -204,7 +204,15 @@ class LiveGoose:
 
 
 def require_raw_sockets() -> str | None:
-    """None if raw sockets can be opened here, else the reason (for a clear exit 2)."""
-    if os.geteuid() == 0:
-        return None
-    return "raw Ethernet needs root or CAP_NET_RAW (run with sudo, or setcap cap_net_raw+ep)"
+    """None if raw sockets can be opened here, else the reason (for a clear exit 2).
+
+    Asks the kernel (opens and closes a packet socket) rather than checking for root, so a
+    binary given CAP_NET_RAW with setcap works too."""
+    try:
+        socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0).close()
+    except PermissionError:
+        return (
+            "raw Ethernet needs root or CAP_NET_RAW (run with sudo, or give the "
+            "interpreter the capability: setcap cap_net_raw+ep)"
+        )
+    return None

@@ -204,3 +204,42 @@ def test_table_check_cli(table_file, ok):
         assert r.returncode == 0 and "3 states, 2 events, 2 transitions" in r.stdout
     else:
         assert r.returncode == 1 and "zz" in r.stderr and "unknown_target" in r.stderr
+
+
+def test_tables_load_from_toml_and_json_too(tmp_path):
+    import json
+
+    import yaml
+
+    data = yaml.safe_load(BASE)
+    (tmp_path / "t.json").write_text(json.dumps(data))
+    toml = "\n".join(
+        [
+            'name = "t"',
+            'initial = "a"',
+            'states = ["a", "b", "c"]',
+            'final = ["c"]',
+            'events = ["go", "stop"]',
+            "[[transitions]]",
+            'source = "a"',
+            'event = "go"',
+            'target = "b"',
+            "[[transitions]]",
+            'source = "b"',
+            'event = "stop"',
+            'target = "c"',
+        ]
+    )
+    (tmp_path / "t.toml").write_text(toml)
+    rows = []
+    for name in ("t.json", "t.toml"):
+        t = Table.load(tmp_path / name)
+        rows.append(
+            sorted(
+                (s, e, r.target) for s, evs in t.rows.items() for e, rs in evs.items() for r in rs
+            )
+        )
+    assert rows[0] == rows[1] == [("a", "go", "b"), ("b", "stop", "c")]
+    (tmp_path / "bad.json").write_text('{"name": "t",\n "initial": }')
+    f = only(findings(tmp_path / "bad.json"), "syntax")
+    assert f.line == 2

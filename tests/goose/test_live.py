@@ -244,3 +244,27 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
     lost = side_events.index(("A", "lost"))  # loss of A reported ...
     assert ("A", "valid") in side_events[lost:]  # ... and its recovery
     assert ("-", "lost") not in side_events and ("B", "lost") not in side_events
+
+
+def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
+    """Root without CAP_NET_RAW (setpriv drops it) is refused with the reason, exit 2."""
+    import os
+    import shutil
+
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to drop CAP_NET_RAW")
+    drop = [
+        "setpriv",
+        "--bounding-set=-net_raw",
+        "--inh-caps=-all",
+        sys.executable,
+        "-m",
+        "controller",
+    ]
+    for args in (
+        ["listen", "--iface", "lo", "--duration", "1"],
+        ["run", "--iface", "lo", "--port", "/dev/null", "--duration", "1"],
+    ):
+        r = subprocess.run([*drop, *args], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 2, (args, r.stderr)
+        assert "needs root or CAP_NET_RAW" in r.stderr
