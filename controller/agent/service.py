@@ -362,7 +362,9 @@ class AgentService:
             proc = parse_procedure(texts[req["version"]], f"<journal {req['version']}>")
             self.runner.resume_or_start(proc.table, f"{sid}/wf", now_ns)
             self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
-            if loop.state in ACTIVE:
+            if loop.state == "receiving_input":
+                self.queued.append(sid)  # it was waiting for its equipment: it still is
+            elif loop.state in ACTIVE:
                 for e in req["equipment"]:
                     self.locks.setdefault(e, sid)
             if loop.state == "waiting_for_tool":

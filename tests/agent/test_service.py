@@ -227,3 +227,25 @@ def test_bad_parameters_and_unknown_procedures_are_refused(rig):
     )
     assert "is not int" in rig.op(op="run", procedure="isolate", params={"bay": "x"})["error"]
     assert "no procedure 'nope'" in rig.op(op="run", procedure="nope", params={})["error"]
+
+
+def test_restore_brings_back_running_and_queued_sessions(folder, tmp_path):
+    from controller.engine import Journal
+
+    from .conftest import Rig
+
+    path = tmp_path / "agent.sqlite"
+    rig = Rig(folder, Journal(path, durability="step"))
+    rig.op(op="run", procedure="isolate", params={"bay": 1})
+    queued = rig.op(op="run", procedure="close", params={"bay": 1})
+    rig.run(10)
+    assert queued["queued"] and rig.state("s1") == "awaiting_confirmation"
+    # a new controller process on the same journal
+    rig2 = Rig(folder, Journal(path, durability="step"))
+    assert rig2.host.restore(rig2.now) == 2
+    assert rig2.state("s1") == "awaiting_confirmation" and rig2.state("s2") == "receiving_input"
+    assert rig2.service.locks == {"bay1": "s1"}
+    rig2.op(op="abort", session="s1")
+    rig2.run(10)
+    assert rig2.state("s2") == "awaiting_confirmation"  # the queued one got the bay
+    assert rig2.op(op="run", procedure="noop", params={"n": 1})["session"] == "s3"
