@@ -18,6 +18,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from controller.engine.effects import Notify
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from protocols.ethernet.rawsock import LinkDownError, RawSocket, RawSocketError
@@ -71,6 +72,8 @@ class LiveGoose:
         self.frames = 0
         self.sent = 0
         self.send_errors = 0
+        self.errors = 0
+        self.last_error: str | None = None
         self.extra: dict[int, Callable[[], None]] = {}
         self.stopped = False
         #: poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)
@@ -160,7 +163,10 @@ class LiveGoose:
                 for rx in batch:
                     t_in = clock()
                     vlan = Vlan(rx.vlan.vid, rx.vlan.pcp, rx.vlan.dei) if rx.vlan else None
-                    out = hub.frame(rx.frame, side, t_in, vlan)
+                    try:
+                        out = hub.frame(rx.frame, side, t_in, vlan)
+                    except Exception as exc:
+                        out = self._failed(exc, number + 1)
                     for hook in self.on_output:
                         hook(t_in)
                     if out:
@@ -193,6 +199,13 @@ class LiveGoose:
             if journal is not None:
                 journal.maybe_flush(now)
         gc.unfreeze()
+
+    def _failed(self, exc: Exception, number: int) -> list[Any]:
+        """A frame the machines could not handle (a table or config defect, not a bad
+        frame: those are classified `malformed`): counted and reported, the loop goes on."""
+        self.errors += 1
+        self.last_error = f"frame {number}: {type(exc).__name__}: {exc}"
+        return [Notify("error", self.last_error)]
 
     def stop(self) -> None:
         self.stopped = True

@@ -268,3 +268,45 @@ def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
         r = subprocess.run([*drop, *args], capture_output=True, text=True, timeout=60)
         assert r.returncode == 2, (args, r.stderr)
         assert "needs root or CAP_NET_RAW" in r.stderr
+
+
+def test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on():
+    """A defect behind one frame (here: a hub that raises) never stops the live loop."""
+    require_root()
+    from controller.goose.hub import GooseHub
+    from controller.runtime.goose_live import LiveGoose
+    from controller.runtime.netns import netlab
+    from protocols.ethernet.rawsock import RawSocket
+    from tests.goose.helpers import raw_frame
+
+    class Fragile(GooseHub):
+        def frame(self, buf, side, now_ns, vlan=None):
+            if not hasattr(self, "broke"):
+                self.broke = True
+                raise RuntimeError("a table defect")
+            return super().frame(buf, side, now_ns, vlan)
+
+    with netlab() as lab:
+        a, b = lab.namespace(), lab.namespace()
+        lab.veth(a, b, a="tx0", b="rx0")
+        with b.entered():
+            live = LiveGoose(Fragile(), "rx0", promiscuous=True)
+        with a.entered():
+            tx = RawSocket("tx0", timestamps=False)
+        seen: list = []
+        try:
+            for sq in range(3):
+                tx.send(raw_frame(1, sq))
+            live.run(
+                on_frame=lambda n, ts, buf, v, out: seen.append(out),
+                until_ns=time.monotonic_ns() + 500_000_000,
+            )
+        finally:
+            tx.close()
+            live.close()
+    assert live.errors == 1 and "a table defect" in live.last_error
+    assert len(seen) == 3 and seen[0][0].topic == "error"
+    assert [e.cls for out in seen[1:] for e in out if hasattr(e, "cls")] == [
+        "first",
+        "retransmission",
+    ]
