@@ -11,6 +11,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, PublisherSides, StreamState
 from controller.goose.hub import GooseHub
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
@@ -88,6 +89,9 @@ class Reporter:
                         f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
                     ),
                 )
+            elif type(e) is Notify and e.topic == "error":
+                obj = {"event": "error", "detail": e.data}
+                self._emit(obj, lambda o=obj: f"!! {o['detail']}")
             elif type(e) is PublisherSides:
                 obj = {
                     "event": "publisher",

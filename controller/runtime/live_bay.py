@@ -9,6 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
+from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, SendFrame, StreamState
 from controller.logic.core import BayController
 from controller.logic.effects import Alarm, DeviceCommand
@@ -75,6 +76,9 @@ class Status:
                 self.alarms[e.name] = e.active
             elif t is StreamState:
                 self.counts[f"stream.{e.state}"] += 1
+            elif t is Notify and e.topic == "error":
+                self.counts["errors"] += 1
+                self.stream.write(f"goosectl: {e.data}\n")
 
     def line(self) -> str:
         streams = " ".join(
