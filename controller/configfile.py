@@ -12,7 +12,7 @@ from typing import TypeVar
 from pydantic import BaseModel, ValidationError
 
 from controller.engine.findings import TableError
-from controller.engine.loader import read_document
+from controller.engine.loader import read_document, validation_findings
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -30,11 +30,10 @@ def load_config(path: str | Path, model: type[M]) -> M:
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        lines = []
-        for err in exc.errors():
-            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and "[" in x))
-            key = ".".join(str(x) for x in loc) or "(top level)"
-            line = line_of(loc)
-            where = f"{p}:{line}" if line else str(p)
-            lines.append(f"{where}: {key}: {err['msg']}")
+        lines = [
+            f"{f.source}:{f.line}: {f.item}: {f.reason}"
+            if f.line
+            else f"{f.source}: {f.item}: {f.reason}"
+            for f in validation_findings(exc, str(p), line_of)
+        ]
         raise ConfigError("\n".join(lines)) from exc

@@ -18,13 +18,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from controller.engine import Registry, Table, TableError
 from controller.engine.findings import Finding
 from controller.engine.layers import workflow_spec
-from controller.engine.loader import line_resolver, yaml_lines
+from controller.engine.loader import parse_document, validation_findings
 from controller.engine.spec import MachineSpec
 
 #: Outcomes each tool can report (routes on a step must name exactly these).
@@ -233,35 +232,12 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
 
 def parse_procedure(text: str, source: str) -> Procedure:
     try:
-        data = yaml.safe_load(text)
-        lines: dict = {}
-        if isinstance(data, dict):
-            lines = yaml_lines(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        raise ProcedureError(
-            [Finding(source, mark.line + 1 if mark else None, "syntax", str(exc), "syntax")]
-        ) from exc
-    line_of = line_resolver(lines)
-    if not isinstance(data, dict):
-        raise ProcedureError(
-            [Finding(source, 1, "document", "the top level must be a mapping", "structure")]
-        )
-    try:
+        data, line_of = parse_document(text, source, ".yaml")
         spec = ProcedureSpec.model_validate(data)
+    except TableError as exc:
+        raise ProcedureError(exc.findings) from exc
     except ValidationError as exc:
-        raise ProcedureError(
-            [
-                Finding(
-                    source,
-                    line_of(tuple(e["loc"])),
-                    ".".join(map(str, e["loc"])),
-                    e["msg"],
-                    "structure",
-                )
-                for e in exc.errors()
-            ]
-        ) from exc
+        raise ProcedureError(validation_findings(exc, source, line_of)) from exc
     return compile_procedure(spec, text, source, line_of)
 
 

@@ -56,16 +56,8 @@ def line_resolver(lines: dict[PathKey, int]) -> LineOf:
     return line_of
 
 
-def read_document(path: Path) -> tuple[dict[str, Any], LineOf]:
-    """Parse a YAML/TOML/JSON file by its suffix; syntax errors become a TableError."""
-    source = str(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise TableError(
-            [Finding(source, None, path.name, exc.strerror or str(exc), "io")]
-        ) from exc
-    suffix = path.suffix.lower()
+def parse_document(text: str, source: str, suffix: str) -> tuple[dict[str, Any], LineOf]:
+    """Parse YAML/TOML/JSON text (by suffix); syntax errors become a TableError with a line."""
     try:
         if suffix in (".yaml", ".yml"):
             data = yaml.safe_load(text)
@@ -78,11 +70,7 @@ def read_document(path: Path) -> tuple[dict[str, Any], LineOf]:
             raise TableError(
                 [
                     Finding(
-                        source,
-                        None,
-                        path.name,
-                        "unknown format: use .yaml, .toml or .json",
-                        "format",
+                        source, None, source, "unknown format: use .yaml, .toml or .json", "format"
                     )
                 ]
             )
@@ -100,16 +88,34 @@ def read_document(path: Path) -> tuple[dict[str, Any], LineOf]:
     return data, line_resolver(lines)
 
 
+def read_document(path: Path) -> tuple[dict[str, Any], LineOf]:
+    """Read and parse a table, config or procedure file (format by its suffix)."""
+    source = str(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise TableError(
+            [Finding(source, None, path.name, exc.strerror or str(exc), "io")]
+        ) from exc
+    return parse_document(text, source, path.suffix.lower())
+
+
+def validation_findings(exc: ValidationError, source: str, line_of: LineOf) -> list[Finding]:
+    """Pydantic's errors as findings: key path, line, reason. Tables, configs and
+    procedures all report through this."""
+    findings = []
+    for err in exc.errors():
+        loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and "[" in x))
+        item = ".".join(str(x) for x in loc) or "(top level)"
+        findings.append(Finding(source, line_of(loc), item, err["msg"], "structure"))
+    return findings
+
+
 def spec_from_data(data: dict[str, Any], source: str, line_of: LineOf) -> MachineSpec:
     try:
         return MachineSpec.model_validate(data)
     except ValidationError as exc:
-        findings = []
-        for err in exc.errors():
-            loc = tuple(x for x in err["loc"] if not (isinstance(x, str) and "[" in x))
-            item = ".".join(str(x) for x in loc) or "table"
-            findings.append(Finding(source, line_of(loc), item, err["msg"], "structure"))
-        raise TableError(findings) from exc
+        raise TableError(validation_findings(exc, source, line_of)) from exc
 
 
 def load_spec(path: str | Path) -> tuple[MachineSpec, LineOf]:
