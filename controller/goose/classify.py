@@ -61,6 +61,8 @@ class Verdict:
     deliver: bool
     #: a state change that moves the stream's remembered state (stNum, data, t)
     advances: bool
+    #: (number of entries, member types) of a delivered data set, computed once here
+    shape: tuple | None = None
 
 
 def st_delta(prev: int, cur: int) -> tuple[int, bool]:
@@ -139,7 +141,7 @@ def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
     if bool(hdr.reserved1 & 0x8000) != hdr.simulation:
         flags.append("s_bit_mismatch")
     deliver, _ = CLASSES[cls]
-    values = None
+    values = shape = None
     if deliver:
         same_data = not first and hdr.all_data == ctx["data"]
         if cls in ("new_state", "missed_states"):
@@ -161,4 +163,4 @@ def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
     if rx is not None and now_ns > rx + ctx["tal_ns"]:
         flags.append("tal_late")
     ftuple = tuple(flags)
-    return Verdict(cls, ftuple, quality_of(cls, ftuple), deliver, deliver), values
+    return Verdict(cls, ftuple, quality_of(cls, ftuple), deliver, deliver, shape), values

@@ -14,7 +14,7 @@ from controller.engine import Journal, Runner
 from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.machine import Machine, Step
 from controller.goose.config import GooseConfig
-from controller.goose.effects import FrameClassified, SendFrame, StreamState, Transmit
+from controller.goose.effects import FrameClassified, StreamState, Transmit
 from controller.goose.publisher import Publisher, load_table
 from controller.goose.subscriber import SubscriberBank
 from protocols.goose import Vlan
@@ -120,6 +120,3 @@ class GooseHub:
             if p.id in self.runner.machines
         }
         return c
-
-
-__all__ = ["GooseHub", "SendFrame"]

@@ -6,7 +6,7 @@ from controller.engine.effects import StartTimer
 from controller.engine.registry import Registry
 from controller.goose.classify import QUALITIES, REARMS_TAL, Verdict, judge
 from controller.goose.effects import FrameClassified, StreamState
-from protocols.goose import GooseError, data_shape
+from protocols.goose import GooseError
 
 REGISTRY = Registry("goose-stream")
 
@@ -57,10 +57,7 @@ def accept(ctx, ev):
     if cls not in REARMS_TAL:
         return report
     if v.advances:
-        values = frame.values
-        shape = ctx["shape"]
-        if shape is None and values is not None:
-            shape = (len(values), data_shape(values))
+        shape = ctx["shape"] or v.shape  # the first delivered state's shape is the stream's
         update = {
             "st": hdr.st_num,
             "sq": hdr.sq_num,

@@ -26,7 +26,7 @@ from controller.link.effects import LinkEvent
 from controller.logic.config import ControllerConfig
 from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
 from controller.logic.mapping import Inputs, publication_values
-from protocols.goose import Vlan
+from protocols.goose import Dbpos, Vlan
 
 BAY = "bay"
 LINK_SEQ_KEY = "link.next_seq"
@@ -234,12 +234,9 @@ class BayController:
             out = [("link", le.get("state"))]
             pos = self.link.view.get("position")
             if le.get("state") == "up" and pos is not None:
-                out.append(("position", {"pos": _DBPOS_NAMES[pos], "utc_ns": self._utc}))
+                out.append(("position", {"pos": Dbpos(pos).name.lower(), "utc_ns": self._utc}))
             return out
         return []
-
-
-_DBPOS_NAMES = {0: "intermediate", 1: "off", 2: "on", 3: "bad"}
 
 
 class BayStep:

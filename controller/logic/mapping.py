@@ -23,9 +23,6 @@ from protocols.goose import (
     to_json,
 )
 
-_DBPOS = {0: "intermediate", 1: "off", 2: "on", 3: "bad"}
-_DBPOS_CODE = {v: Dbpos(k) for k, v in _DBPOS.items()}
-
 
 def member_value(values: tuple[Data, ...], index: int, path: list[int]) -> Any:
     """A member as a plain value: bool, a Dbpos name for 2-bit strings, else its JSON."""
@@ -35,7 +32,7 @@ def member_value(values: tuple[Data, ...], index: int, path: list[int]) -> Any:
     if type(v) is Boolean:
         return v.value
     if type(v) is BitString and len(v.bits) == 2:
-        return _DBPOS[Dbpos.from_bitstring(v).value]
+        return Dbpos.from_bitstring(v).name.lower()
     return to_json(v)["value"]
 
 
@@ -109,7 +106,7 @@ def publication_values(
     out: list[Data] = []
     for src in pub.members:
         if src == "position":
-            out.append(_DBPOS_CODE.get(position or "intermediate").to_bitstring())
+            out.append(Dbpos[(position or "intermediate").upper()].to_bitstring())
         elif src == "quality":
             if position is None or position == "bad" or not link_ok:
                 out.append(Quality(validity="invalid").to_bitstring())

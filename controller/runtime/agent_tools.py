@@ -21,10 +21,10 @@ from controller.link.effects import LinkEvent
 from controller.logic.actions import close_blockers
 from controller.logic.core import BayController
 from controller.logic.mapping import member_value
+from protocols.goose import Dbpos
 
 #: trip/close finish when the breaker reaches this position (the device reports it)
 END_POSITION = {"trip": "off", "close": "on"}
-_DBPOS = {0: "intermediate", 1: "off", 2: "on", 3: "bad"}
 #: device alarms under which no switching procedure should start (SF6 lockout, no trip coil)
 NOT_READY_ALARMS = frozenset({"gas_pressure_low", "trip_circuit_fault"})
 
@@ -57,7 +57,7 @@ class ToolRunner:
 
     def _position(self) -> str | None:
         pos = self.bay.link.view.get("position")
-        return None if pos is None else _DBPOS[pos]
+        return None if pos is None else Dbpos(pos).name.lower()
 
     def _run(self, e: RunTool, now_ns: int) -> None:
         tool, args = e.tool, dict(e.args or {})

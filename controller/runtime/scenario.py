@@ -78,18 +78,15 @@ def publishers_config() -> GooseConfig:
                     vlan={"id": VLAN_A, "priority": 6},
                     name="prot-A",
                 ),
-                {
-                    **_pub(
-                        PROT,
-                        0x1001,
-                        "01:0c:cd:01:00:01",
-                        ["boolean", "bit-string/13"],
-                        [f, q],
-                        vlan={"id": VLAN_B, "priority": 6},
-                        name="prot-B",
-                    ),
-                    "gocb_ref": PROT,
-                },
+                _pub(
+                    PROT,
+                    0x1001,
+                    "01:0c:cd:01:00:01",
+                    ["boolean", "bit-string/13"],
+                    [f, q],
+                    vlan={"id": VLAN_B, "priority": 6},
+                    name="prot-B",
+                ),
                 _pub(CILO, 0x1002, "01:0c:cd:01:00:02", ["boolean"], [t]),
                 _pub(SCADA, 0x1003, "01:0c:cd:01:00:03", ["boolean"], [f]),
             ]

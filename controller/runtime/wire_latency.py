@@ -25,7 +25,15 @@ from controller.goose.hub import GooseHub
 from controller.runtime.netns import NetLab
 from controller.runtime.scenario import CILO, SCADA, publishers_config
 from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, FrameTemplate, GooseFrame, Quality, UtcTime, parse_header
+from protocols.goose import (
+    Boolean,
+    Dbpos,
+    FrameTemplate,
+    GooseFrame,
+    Quality,
+    UtcTime,
+    parse_header,
+)
 
 MS = 1_000_000
 IFACE = "net0"
@@ -133,7 +141,7 @@ class WireTrip:
     @staticmethod
     def _pos(h) -> str:
         # allData starts with the Dbpos bit-string TLV: 84 02 06 <2 bits in the top of the octet>
-        return {0: "intermediate", 1: "off", 2: "on", 3: "bad"}[h.all_data[3] >> 6 & 3]
+        return Dbpos(h.all_data[3] >> 6 & 3).name.lower()
 
     def pump_until(self, want, timeout_s: float):
         """Serve the peer's heartbeats and read frames until `want(header)`; (header, t)."""
