@@ -98,7 +98,7 @@ def run_controller(args: argparse.Namespace) -> int:
     from controller.logic.core import BayController
     from controller.runtime.bay_replay import BayReplay
     from controller.runtime.demo import make_wire
-    from controller.runtime.report import Timeline, format_percentiles, percentiles
+    from controller.runtime.report import Timeline, percentiles, report_block
     from firmware_sim.core import Firmware
 
     path = args.config or DEFAULT_CONFIG
@@ -125,18 +125,15 @@ def run_controller(args: argparse.Namespace) -> int:
         replay.close()
         close_wire()
     lines = [
-        "Timeline (virtual time):",
-        *("  " + x for x in timeline.lines()),
-        "",
-        "Anomalies found:",
-        *(timeline.anomalies() or ["  none"]),
-        "",
-        "Latency (wall clock, in process):",
-        *format_percentiles(
+        *report_block(
+            "virtual time",
+            timeline.lines(),
+            timeline.anomalies(),
+            "wall clock, in process",
             {
                 "frame in -> effects out": percentiles(replay.frame_ns),
                 "actuating frames": percentiles(replay.actuating_ns),
-            }
+            },
         ),
         "",
         f"final bay state: {bay.bay.state}; frames in {replay.frames_in}, out {replay.sent}",

@@ -24,7 +24,7 @@ from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.agent_host import AgentBay
 from controller.runtime.bay_replay import BayReplay
-from controller.runtime.report import Timeline, format_percentiles, percentiles
+from controller.runtime.report import Timeline, percentiles, report_block
 from controller.runtime.scenario import S, Scenario, build
 from firmware_sim.core import Firmware
 
@@ -192,12 +192,14 @@ def report_lines(r: DemoResult) -> list[str]:
         "goosectl demo: a bay controller for one breaker, protection trip on A/B networks,",
         "bay 2 interlock, SCADA close requests, the breaker simulated on a serial line.",
         "",
-        "Timeline (virtual time):",
+        *report_block(
+            "virtual time",
+            r.timeline,
+            r.anomalies,
+            "wall clock, in process, per frame handled",
+            r.latency,
+        ),
     ]
-    out += ["  " + x for x in r.timeline]
-    out += ["", "Anomalies found:"] + (r.anomalies or ["  none"])
-    out += ["", "Latency (wall clock, in process, per frame handled):"]
-    out += format_percentiles(r.latency)
     out += [
         "",
         f"Frames in: {r.frames_in}, frames out: {r.frames_out}, final bay state: {r.bay_state}",

@@ -20,7 +20,7 @@ from controller.cli import CommandError
 from controller.configfile import load_config
 from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
-from controller.runtime.report import Timeline, format_percentiles, percentiles
+from controller.runtime.report import Timeline, percentiles, report_block
 
 IFACE = "net0"
 #: (seconds after start, what, value): the substation's side of the script
@@ -145,14 +145,13 @@ def run_live_demo(args: argparse.Namespace) -> int:
         finally:
             device.stop()
     lines = [
-        "Timeline (wall clock):",
-        *("  " + x for x in timeline.lines()),
-        "",
-        "Anomalies found:",
-        *(timeline.anomalies() or ["  none"]),
-        "",
-        "Latency (live, per frame: socket read -> effects out):",
-        *format_percentiles({"frame in -> effects out": percentiles(list(live.live.latencies))}),
+        *report_block(
+            "wall clock",
+            timeline.lines(),
+            timeline.anomalies(),
+            "live, per frame: socket read -> effects out",
+            {"frame in -> effects out": percentiles(list(live.live.latencies))},
+        ),
         "",
         f"final bay state: {bay.bay.state}; journal {folder / 'journal.sqlite'}",
     ]

@@ -41,6 +41,26 @@ def format_percentiles(rows: dict[str, dict[str, float]], unit: str = "us") -> l
     return out
 
 
+def report_block(
+    clock: str,
+    timeline: list[str],
+    anomalies: list[str],
+    latency_title: str,
+    latency: dict[str, dict[str, float]],
+) -> list[str]:
+    """The part every run report shares: timeline, anomalies, latency table."""
+    return [
+        f"Timeline ({clock}):",
+        *("  " + x for x in timeline),
+        "",
+        "Anomalies found:",
+        *(anomalies or ["  none"]),
+        "",
+        f"Latency ({latency_title}):",
+        *format_percentiles(latency),
+    ]
+
+
 class Timeline:
     """Collects reports as (virtual time, report) and turns them into lines."""
 
