@@ -164,10 +164,7 @@ class AgentService:
         s = Session(sid, proc, bound, equipment)
         self.sessions[sid] = s
         if self.journal is not None:
-            self.journal.db.execute(
-                "INSERT OR IGNORE INTO procedures VALUES (?,?,?)",
-                (proc.version, proc.name, proc.text),
-            )
+            self._keep_text(proc)
             self.journal.set_meta("agent.sessions", self.count)
         self.runner.start(self.table.new(sid, session=sid), now_ns)
         self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
@@ -208,10 +205,7 @@ class AgentService:
         equipment = proc.equipment(bound)
         self.sessions[sid] = Session(sid, proc, bound, equipment)
         if self.journal is not None:
-            self.journal.db.execute(
-                "INSERT OR IGNORE INTO procedures VALUES (?,?,?)",
-                (proc.version, proc.name, proc.text),
-            )
+            self._keep_text(proc)
         self.runner.feed(
             sid,
             "interrupt",
@@ -232,6 +226,14 @@ class AgentService:
             self._accept(sid, now_ns)
         self._settle(now_ns)
         return {"ok": True, "session": sid, "version": proc.version}
+
+    def _keep_text(self, proc: Procedure) -> None:
+        """The exact text of every version a session ran: a restore parses it from here,
+        whatever the file says by then."""
+        assert self.journal is not None
+        self.journal.db.execute(
+            "INSERT OR IGNORE INTO procedures VALUES (?,?,?)", (proc.version, proc.name, proc.text)
+        )
 
     def _accept(self, sid: str, now_ns: int) -> None:
         for e in self.sessions[sid].equipment:
