@@ -69,23 +69,18 @@ def publishers_config() -> GooseConfig:
     return GooseConfig.model_validate(
         {
             "publishers": [
-                _pub(
-                    PROT,
-                    0x1001,
-                    "01:0c:cd:01:00:01",
-                    ["boolean", "bit-string/13"],
-                    [f, q],
-                    vlan={"id": VLAN_A, "priority": 6},
-                    name="prot-A",
-                ),
-                _pub(
-                    PROT,
-                    0x1001,
-                    "01:0c:cd:01:00:01",
-                    ["boolean", "bit-string/13"],
-                    [f, q],
-                    vlan={"id": VLAN_B, "priority": 6},
-                    name="prot-B",
+                # the protection IED's one stream, sent on both networks (A/B by VLAN)
+                *(
+                    _pub(
+                        PROT,
+                        0x1001,
+                        "01:0c:cd:01:00:01",
+                        ["boolean", "bit-string/13"],
+                        [f, q],
+                        vlan={"id": vid, "priority": 6},
+                        name=f"prot-{side}",
+                    )
+                    for side, vid in (("A", VLAN_A), ("B", VLAN_B))
                 ),
                 _pub(CILO, 0x1002, "01:0c:cd:01:00:02", ["boolean"], [t]),
                 _pub(SCADA, 0x1003, "01:0c:cd:01:00:03", ["boolean"], [f]),
