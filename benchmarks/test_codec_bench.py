@@ -2,7 +2,7 @@
 
 Frames: (a) a 16-entry flat data set (booleans, Quality bit-strings, float32, utc-time)
 built with our encoder, as the architecture's budget names it; (b) the largest GOOSE
-frame in ../shared/captures (a real SEL frame with nested structures).
+frame in tests/data/captures (a real SEL frame with nested structures).
 
 Per frame we time, call by call (benchmarks/percentiles.py):
   codec.decode_frame        full decode, allData included
@@ -50,8 +50,7 @@ from protocols.goose import (
     parse_header,
 )
 from tests.codec.corpus import T0, flat16
-
-CAPTURES = Path(__file__).resolve().parents[2] / "shared" / "captures"
+from tests.support.peers import capture_files, require_iec61850
 
 
 def frame_a() -> bytes:
@@ -74,25 +73,20 @@ def frame_a() -> bytes:
 
 
 def frame_b() -> bytes:
-    frames = [c.data for p in sorted(CAPTURES.glob("*.pcap*")) for c in read_capture(p)]
-    goose = [f for f in frames if is_goose(f)]
-    if not goose:
-        pytest.skip(f"no captures in {CAPTURES}")
-    return max(goose, key=len)
+    frames = [c.data for p in capture_files() for c in read_capture(p)]
+    return max((f for f in frames if is_goose(f)), key=len)
 
 
-def _libiec61850() -> Callable[[bytes, str], Callable[[], object]] | None:
-    """A factory of libiec61850 parse calls, or None when the library is not installed."""
-    try:
-        import pyiec61850
-    except ImportError:
-        return None
+def _libiec61850() -> Callable[[bytes, str], Callable[[], object]]:
+    """A factory of libiec61850 parse calls; a missing library follows the peer rule."""
+    require_iec61850()
+    import pyiec61850
+
     pkg = Path(pyiec61850.__file__).parent
     libs = sorted(pkg.glob("libiec61850*.so*")) + sorted(
         pkg.parent.glob("pyiec61850*.libs/libiec61850*.so*")
     )
-    if not libs:
-        return None
+    assert libs, f"pyiec61850 imports but no libiec61850*.so next to {pkg}"
     lib = ctypes.CDLL(str(libs[0]))
     vp = ctypes.c_void_p
     lib.GooseReceiver_create.restype = vp
@@ -126,6 +120,7 @@ FRAMES = {"a_flat16": frame_a, "b_largest_capture": frame_b}
 
 @pytest.mark.parametrize("which", list(FRAMES))
 def test_decode_side_by_side(which: str, benchmark, samples: int, short: bool) -> None:
+    make = _libiec61850()  # first: a missing peer skips (or fails in CI) before timing
     raw = FRAMES[which]()
     group = f"decode/{which}({len(raw)}B)"
     expected = decode_frame(raw)
@@ -148,15 +143,12 @@ def test_decode_side_by_side(which: str, benchmark, samples: int, short: bool) -
         lambda: Ether(raw), max(200, samples // 20), name="scapy.Ether(raw)", group=group,
         warmup=100,
     )  # fmt: skip
-    make = _libiec61850()
-    if make is not None:
-        results["libiec61850"] = sample_calls(
-            make(raw, expected.gocb_ref), samples, name="libiec61850", group=group
-        )
+    results["libiec61850"] = sample_calls(
+        make(raw, expected.gocb_ref), samples, name="libiec61850", group=group
+    )
     for key in ("codec.decode_frame", "codec.parse_header"):
         ratio(results[key], results["scapy.Ether(raw)"])
-        if "libiec61850" in results:
-            ratio(results[key], results["libiec61850"])
+        ratio(results[key], results["libiec61850"])
 
     benchmark.extra_info.update({k: v.as_dict() for k, v in results.items()})
     benchmark.pedantic(decode_frame, args=(raw,), rounds=200 if short else 2000, iterations=10)

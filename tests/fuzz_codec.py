@@ -39,8 +39,7 @@ from protocols.goose import (  # noqa: E402
     parse_header,
 )
 from protocols.goose.ber import encode_length  # noqa: E402
-
-CAPTURES = ROOT.parent / "shared" / "captures"
+from tests.support.peers import CAPTURES  # noqa: E402  (tests/data/captures)
 
 
 def seeds() -> list[bytes]:
@@ -48,6 +47,8 @@ def seeds() -> list[bytes]:
     out = []
     for path in sorted(CAPTURES.glob("*.pcap*")):
         out += [c.data for c in read_capture(path) if is_goose(c.data)]
+    if not out:
+        raise SystemExit(f"fuzz_codec: no GOOSE frames in {CAPTURES}: the real seeds are missing")
     from tests.codec.corpus import corpus_frames
 
     out += [encode_frame(f) for f in corpus_frames()]

@@ -1,10 +1,10 @@
 """pcap/pcapng reading (both byte orders, us/ns, if_tsresol, SPB, sections) and the
 deterministic nanosecond pcap writer. Files are built here byte by byte, and tshark's
-editcap (when present) converts a real capture to pcapng for a cross-check."""
+editcap (a peer: skips without it, fails in CI) converts a real capture to pcapng for a
+cross-check."""
 
 from __future__ import annotations
 
-import shutil
 import struct
 import subprocess
 from pathlib import Path
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from protocols.ethernet.pcap import CaptureError, PcapWriter, read_capture
-from tests.support.peers import capture_files
+from tests.support.peers import capture_files, require_binary
 
 FRAMES = [bytes(range(60)), b"\x01" * 14, bytes(1500)]
 
@@ -134,9 +134,7 @@ def test_real_capture_read_by_our_reader_and_editcap_pcapng(tmp_path: Path) -> N
     src = next(p for p in capture_files() if p.name == "brogoose_goose_orig.pcap")
     frames = list(read_capture(src))
     assert len(frames) == 16
-    editcap = shutil.which("editcap")
-    if editcap is None:
-        pytest.skip("editcap (wireshark-common) not installed")
+    editcap = require_binary("editcap", "wireshark-common")
     ng = tmp_path / "conv.pcap"
     subprocess.run([editcap, "-F", "pcapng", str(src), str(ng)], check=True, timeout=60)
     assert ng.read_bytes()[:4] == b"\x0a\x0d\x0d\x0a"

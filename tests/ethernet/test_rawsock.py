@@ -21,7 +21,7 @@ from protocols.ethernet.rawsock import (
 )
 from protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
 from tests.ethernet.frames import GROUP_A, GROUP_B, frame, labels, read_until
-from tests.support.peers import REPO
+from tests.support.peers import REPO, require_binary, require_kernel_feature
 
 pytestmark = pytest.mark.root
 
@@ -202,8 +202,12 @@ def test_removed_interface_reports_link_down(wire) -> None:
 
 
 def test_vlan_subinterface_traffic_arrives_tagged_on_parent(wire) -> None:
-    if not vlan_supported():
-        pytest.skip("kernel has no 802.1Q sub-interface support (ip link type vlan)")
+    require_kernel_feature(
+        vlan_supported(),
+        what="an 802.1Q sub-interface (ip link type vlan)",
+        option="CONFIG_VLAN_8021Q",
+        module="8021q",
+    )
     wire.left.add_vlan(wire.veth.a, 10)
     with wire.left.entered():
         tx = RawSocket(f"{wire.veth.a}.10")
@@ -227,12 +231,9 @@ _OPEN_LO = (
 
 def _without_net_raw() -> list[str]:
     """A command prefix that runs the child as root but without CAP_NET_RAW."""
-    if shutil.which("setpriv"):
-        return ["setpriv", "--bounding-set=-net_raw", "--inh-caps=-all"]
-    if shutil.which("capsh"):
+    if shutil.which("capsh") and not shutil.which("setpriv"):
         return ["capsh", "--drop=cap_net_raw", "--"]
-    pytest.skip("neither setpriv nor capsh is available to drop CAP_NET_RAW")
-    return []
+    return [require_binary("setpriv", "util-linux"), "--bounding-set=-net_raw", "--inh-caps=-all"]
 
 
 def test_permission_error_without_cap_net_raw() -> None:

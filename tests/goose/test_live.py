@@ -11,7 +11,7 @@ import time
 import pytest
 
 from controller.runtime.netns import netlab
-from tests.support.peers import require_iec61850, require_root
+from tests.support.peers import require_binary, require_iec61850, require_root
 
 pytestmark = pytest.mark.root
 
@@ -248,13 +248,9 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
 
 def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
     """Root without CAP_NET_RAW (setpriv drops it) is refused with the reason, exit 2."""
-    import os
-    import shutil
-
-    if os.geteuid() != 0 or shutil.which("setpriv") is None:
-        pytest.skip("needs root and setpriv to drop CAP_NET_RAW")
+    require_root()
     drop = [
-        "setpriv",
+        require_binary("setpriv", "util-linux"),
         "--bounding-set=-net_raw",
         "--inh-caps=-all",
         sys.executable,

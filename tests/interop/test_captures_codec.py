@@ -1,4 +1,4 @@
-"""The real IED captures (../shared/captures) through the codec: every GOOSE frame
+"""The real IED captures (tests/data/captures) through the codec: every GOOSE frame
 decodes without error, re-encodes byte for byte, and the fast header parse agrees with
 the full decode. The counts pin what PROVENANCE.md says is in each file."""
 

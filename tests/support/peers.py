@@ -2,11 +2,18 @@
 
 On a developer's machine a missing peer skips with the reason. In CI (`.ci/run` sets
 GOOSECTL_REQUIRE_PEERS=1) the same absence is a failure, so a green CI never hides a peer
-that was not installed.
+that was not installed. Every skip in tests/ and benchmarks/ goes through `_require`.
+
+The one exception is a kernel built without a feature (`require_kernel_feature`): no
+package CI can install adds it, so that stays a skip naming the kernel option and module.
+
+The real-world corpora the tests read (captures, SCL) live in tests/data with their
+PROVENANCE.md, so a plain clone runs the suite.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 from pathlib import Path
@@ -14,9 +21,9 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SHARED = REPO.parent / "shared"
-CAPTURES = SHARED / "captures"
-SCL = SHARED / "scl"
+DATA = REPO / "tests" / "data"
+CAPTURES = DATA / "captures"
+SCL = DATA / "scl"
 
 
 def _require(ok: bool, reason: str) -> None:
@@ -57,3 +64,43 @@ def capture_files() -> list[Path]:
     files = sorted(CAPTURES.glob("*.pcap*"))
     _require(bool(files), f"no captures found in {CAPTURES}")
     return files
+
+
+def _kernel_config() -> dict[str, str] | None:
+    """The running kernel's build options (`CONFIG_X` -> y/m), or None when unpublished.
+
+    Read from /proc/config.gz, else /boot/config-<release>; an option that is absent or
+    `# ... is not set` is not built.
+    """
+    release = os.uname().release
+    for path in (Path("/proc/config.gz"), Path(f"/boot/config-{release}")):
+        try:
+            opener = gzip.open if path.suffix == ".gz" else open
+            with opener(path, "rt") as f:
+                lines = f.read().splitlines()
+        except OSError:
+            continue
+        pairs = (line.split("=", 1) for line in lines if line.startswith("CONFIG_"))
+        return {key: value for key, value in pairs}
+    return None
+
+
+def require_kernel_feature(works: bool, *, what: str, option: str, module: str) -> None:
+    """Skip or fail when the kernel cannot do `what` (built by `option`, module `module`).
+
+    A kernel whose published config has neither `option` built in nor as a module is a
+    kernel limit: no package CI installs can lift it, so it skips even in CI, naming the
+    module. Anything else (module built but not loadable, config unpublished) is a
+    missing peer under the usual rule: `modprobe` or the kernel's module package fixes it.
+    """
+    if works:
+        return
+    config = _kernel_config()
+    release = os.uname().release
+    if config is not None and config.get(option) not in ("y", "m"):
+        no_modules = "" if config.get("CONFIG_MODULES") == "y" else " nor module loading"
+        pytest.skip(
+            f"{what} needs kernel module {module}; kernel {release} is built without "
+            f"{option}{no_modules}: a kernel limit no package CI installs can lift"
+        )
+    _require(False, f"{what} needs kernel module {module} ({option}): `modprobe {module}`")
