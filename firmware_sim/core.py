@@ -31,6 +31,8 @@ from protocols.serial.stream import StreamDecoder, frame
 
 TABLES = Path(__file__).with_name("tables")
 MACHINES = ("breaker", "spring", "io", "commands", "events")
+# breaker states in travel -> the operation that completes if the board restarts meanwhile
+TRAVEL: Mapping[str, str] = {"closing": "close", "opening": "open"}
 
 # command type -> (machine, event) that executes it
 COMMAND_EVENTS: Mapping[m.MsgType, tuple[str, str]] = {
@@ -114,7 +116,9 @@ class Firmware:
     # ------------------------------------------------------------------ lifecycle
 
     def boot(self, now_ns: int, cause: m.ResetCause = m.ResetCause.POWER_ON) -> None:
-        """(Re)start: boot counter + 1, fresh machines, unsynced, POWER_UP queued."""
+        """(Re)start: boot counter + 1, fresh machines, unsynced, POWER_UP queued. The
+        breaker is hardware: a closed breaker is still closed when the board comes back."""
+        was_closed = self._breaker_closed()
         self.boot_counter = (self.boot_counter + 1) & 0xFFFF
         self.stats.boots += 1
         self.bus = Bus(
@@ -134,12 +138,26 @@ class Firmware:
                 ctx = _with_supervision(ctx, self.tables[name])
                 ctx["stuck"] = self.stuck
             self.bus.start(name, self.tables[name].new(name, **ctx), now_ns)
+        if was_closed:
+            self.bus.send("breaker", "powered_closed", now_ns)
         self.decoder.reset()
         self._current = None
         self._reboot = None
         self._emit(
             "boot", Emit("PowerUp", (("boot_counter", self.boot_counter), ("cause", cause))), now_ns
         )
+
+    def _breaker_closed(self) -> bool:
+        """Is the breaker closed as the board restarts? A mechanism in travel finishes it
+        (its spring is released; the board's restart does not stop it) unless stuck."""
+        bus = getattr(self, "bus", None)
+        if bus is None:
+            return False
+        state = bus.machines["breaker"].state
+        if state in TRAVEL and not self.stuck:
+            self.stats.operations[TRAVEL[state]] += 1
+            return TRAVEL[state] == "close"
+        return state == "closed"
 
     def machine(self, name: str):
         return self.bus.machines[name]

@@ -14,6 +14,7 @@ class LinkEvent:
 
     kind: cmd_ok | cmd_failed | operation_complete | operation_failed | position_changed |
     alarm | spring | inputs_changed | device_reset | link_state.
+    A command re-issued after a device reset reports `reconciled` in its data.
     `seq`/`command` name the command concerned (if any); `reason` says why it failed;
     `data` carries the details (result, position, operate_ms, state ...).
     """
@@ -45,6 +46,10 @@ class Submit(Effect):
     #: re-send under this earlier sequence number (a restarted controller reconciling a
     #: command it had sent): the device answers a repeat from its store, never runs it twice
     seq: int | None = None
+    #: the sequence number the caller knows this command by, when it goes on the wire under
+    #: a newer one (held through a resync, or re-issued after a device reset): outcomes are
+    #: reported under it, so the caller never has to learn a second number
+    origin: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -6,6 +6,7 @@ say when each one runs. Wire codes and counters come from `protocols.serial`.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from controller.engine.effects import Raise
@@ -48,18 +49,22 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 
 
 # ================================================================== command machine
-# entries are (seq, command, tag, frame)
+# entries are (seq, command, tag, frame, fields, origin): `seq` is on the wire, `origin` is
+# the number the caller knows (they differ for a command held through a resync or re-issued
+# after a device reset), `fields` rebuild the frame under a new seq
 
 
 @REGISTRY.action
 def enqueue(ctx, ev) -> dict:
     sub: Submit = ev.payload
     if sub.seq is not None:  # a reconciling re-send keeps its number; next_seq is untouched
-        entry = (sub.seq, sub.command, sub.tag, build(sub.command, sub.seq, sub.fields))
-        return {"queue": (*ctx["queue"], entry)}
-    seq = ctx["next_seq"]
-    entry = (seq, sub.command, sub.tag, build(sub.command, seq, sub.fields))
-    return {"queue": (*ctx["queue"], entry), "next_seq": seq_next(seq)}
+        seq, updates = sub.seq, {}
+    else:
+        seq = ctx["next_seq"]
+        updates = {"next_seq": seq_next(seq)}
+    origin = seq if sub.origin is None else sub.origin
+    entry = (seq, sub.command, sub.tag, build(sub.command, seq, sub.fields), sub.fields, origin)
+    return {**updates, "queue": (*ctx["queue"], entry)}
 
 
 @REGISTRY.action
@@ -79,11 +84,11 @@ def answers_pending(ctx, ev) -> bool:
 
 
 def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
-    seq, command, tag, _ = ctx["pending"]
+    _seq, command, tag, _frame, _fields, origin = ctx["pending"]
     out: list = [{"pending": None, "tries": 0}]
     if tag == "user":
-        out.append(_out(outcome_kind, seq, command, reason, **data))
-    out.append(Signal("link", "response", (msg, seq, command, tag, reason)))
+        out.append(_out(outcome_kind, origin, command, reason, **data))
+    out.append(Signal("link", "response", (msg, origin, command, tag, reason)))
     if ctx["queue"]:
         out.append(Raise("send_next"))
     return out
@@ -116,26 +121,98 @@ def give_up(ctx, ev) -> list:
     return out
 
 
+def _entries(ctx) -> list:
+    return ([ctx["pending"]] if ctx["pending"] else []) + list(ctx["queue"])
+
+
 @REGISTRY.action
 def abandon_all(ctx, ev) -> list:
-    """Forget the pending and queued commands; user ones fail with the given reason
-    (for the pending one that means: outcome unknown, it may or may not have run)."""
+    """Forget the pending and queued commands. After a device reset the caller's commands
+    are in doubt, not failed: the link reconciles them once the device is read again
+    (SPEC 6.4). For any other reason they fail with it (for the pending one that means:
+    outcome unknown, it may or may not have run)."""
     reason = str(ev.payload)
     out: list = [{"queue": (), "pending": None, "tries": 0}]
-    entries = ([ctx["pending"]] if ctx["pending"] else []) + list(ctx["queue"])
-    for seq, command, tag, _ in entries:
-        if tag == "user":
-            out.append(_out("cmd_failed", seq, command, reason))
+    users = [e for e in _entries(ctx) if e[2] == "user"]
+    if reason == "device_reset":
+        if users:
+            out.append(Signal("link", "in_doubt", tuple((e[5], e[1], e[4]) for e in users)))
+        return out
+    for _seq, command, _tag, _frame, _fields, origin in users:
+        out.append(_out("cmd_failed", origin, command, reason))
     return out
+
+
+@REGISTRY.guard
+def pending_is_resync(ctx, ev) -> bool:
+    return ctx["pending"] is not None and ctx["pending"][2] == "resync"
+
+
+@REGISTRY.action
+def drop_resync(ctx, ev) -> list:
+    """A new resync replaces the old one's commands; the caller's commands stay queued."""
+    pending = ctx["pending"]
+    queue = tuple(e for e in ctx["queue"] if e[2] != "resync")
+    if pending is not None and pending[2] == "resync":
+        out: list = [{"queue": queue, "pending": None, "tries": 0}]
+        if queue:
+            out.append(Raise("send_next"))
+        return out
+    return [{"queue": queue}]
 
 
 # ================================================================== link machine
 
+# A command of the caller's that was in flight when the device restarted has an unknown
+# outcome (SPEC 6.4). Once the device has been read again the link settles it exactly once:
+# in effect on the device -> it ran (cmd_ok, result "reconciled"); otherwise by this table:
+#   resend  harmless, or the safe direction: issued again under a new number
+#   fail    an actuation that must never run late (a close, an output): failed once, with
+#           reason device_reset; the logic above decides from the fresh status
+#   done    the restart itself did what was asked (a RESET in flight when the device rebooted)
+RECONCILE: dict[str, str] = {
+    "ping": "resend",
+    "read_status": "resend",
+    "configure": "resend",
+    "trip": "resend",
+    "close": "fail",
+    "set_output": "fail",
+    "reset": "done",
+}
+assert RECONCILE.keys() == COMMANDS.keys(), "every command needs a reconciliation rule"
+
+# commands the device refuses until its POWER_UP is acknowledged: held while resyncing
+_SPEC_OF = {spec.cls: spec for spec in m.SPECS.values()}
+NEEDS_SYNC = frozenset(name for name, (cls, _) in COMMANDS.items() if _SPEC_OF[cls].needs_sync)
+
+
+def in_effect(command: str, fields, view) -> bool:
+    """Does the device's status already show what `command` asks for? (reconciliation:
+    after a device reset here, after a controller restart in the agent layer)"""
+    values = dict(fields)
+    position = view.get("position")
+    if command in OPERATIONS:
+        return position is not None and position == int(OPERATIONS[command][1])
+    if command == "set_output":
+        outputs, mask = view.get("outputs"), int(values.get("mask", 0))
+        return outputs is not None and outputs & mask == int(values.get("values", 0)) & mask
+    return False
+
+
+def _fail_parked(ctx, reason: str) -> list:
+    out: list = [{"held": (), "in_doubt": ()}]
+    for origin, command, _fields in ctx["in_doubt"]:
+        out.append(_out("cmd_failed", origin, command, reason))
+    for sub in ctx["held"]:
+        out.append(_out("cmd_failed", sub.origin, sub.command, reason))
+    return out
+
 
 @REGISTRY.action(factory=True)
 def abandon(reason: str):
+    """The link is gone: every command of the caller's fails once, with `reason`."""
     effect = Signal("commands", "abandon", reason)
-    return lambda ctx, ev: effect
+    return lambda ctx, ev: [*_fail_parked(ctx, reason), effect]
 
 
 @REGISTRY.action
@@ -145,8 +222,9 @@ def reopen(ctx, ev) -> Reopen:
 
 @REGISTRY.action
 def begin_resync(ctx, ev) -> list:
-    """Forget queued work, re-read the device and re-send our configuration (SPEC 6.4)."""
-    out: list = [Signal("commands", "abandon", "resync"), Submit("read_status", tag="resync")]
+    """Re-read the device and re-send our configuration (SPEC 6.4); a resync that is
+    started again replaces the commands of the previous one, never the caller's."""
+    out: list = [Signal("commands", "drop_resync"), Submit("read_status", tag="resync")]
     for param, value in sorted(ctx["config"].items()):
         out.append(
             Submit("configure", (("param", m.ConfigParam(param)), ("value", value)), "resync")
@@ -161,6 +239,7 @@ def _boot_of(msg) -> int | None:
 
 @REGISTRY.guard
 def boot_changed(ctx, ev) -> bool:
+    """A response from a boot other than the one we know: the device restarted."""
     boot = _boot_of(ev.payload[0])
     return boot is not None and ctx["boot_counter"] is not None and boot != ctx["boot_counter"]
 
@@ -210,13 +289,86 @@ def device_reset(ctx, ev) -> list:
 
 
 def _reset(ctx, boot: int | None, why: str) -> list:
-    out: list = [
-        {"position": None, "ops": {}, "last_event_seq": None, "resets": 1},
+    """One restart of the device, whichever message revealed it first: the view is
+    unknown until re-read; commands in flight are handed back as in doubt (see RECONCILE);
+    operations under way are settled from the fresh status (`resume`)."""
+    return [
+        {"position": None, "last_event_seq": None, "resets": 1},
         _out("device_reset", reason=why, boot_counter=boot),
+        Signal("commands", "abandon", "device_reset"),
     ]
-    for command, seq in ctx["ops"].items():
-        out.append(_out("operation_failed", seq, command, "device_reset"))
-    out.append(Signal("commands", "abandon", "device_reset"))
+
+
+@REGISTRY.action
+def park_in_doubt(ctx, ev) -> dict:
+    return {"in_doubt": (*ctx["in_doubt"], *ev.payload)}
+
+
+@REGISTRY.guard
+def needs_sync(ctx, ev) -> bool:
+    return ev.payload[0].command in NEEDS_SYNC
+
+
+@REGISTRY.action
+def hold(ctx, ev) -> list:
+    """Resyncing: the device would refuse this (NOT_SYNCED), so it waits for `up`; its
+    number is used up now, so the caller's number names only this command."""
+    sub, seq = ev.payload
+    origin = seq if sub.origin is None else sub.origin
+    out: list = [{"held": (*ctx["held"], replace(sub, seq=None, origin=origin))}]
+    if sub.command in OPERATIONS:
+        out.append({"ops": {**ctx["ops"], sub.command: origin}})
+    if sub.seq is None:
+        out.append(Signal("commands", "skip"))
+    return out
+
+
+def _moving(ctx) -> bool:
+    return ctx["position"] == int(m.Dbpos.INTERMEDIATE)
+
+
+def _reconcile(ctx, ops: dict, out: list) -> None:
+    for origin, command, fields in ctx["in_doubt"]:
+        operation = command in OPERATIONS and ops.get(command) == origin
+        if in_effect(command, fields, ctx) or RECONCILE[command] == "done":
+            out.append(_out("cmd_ok", origin, command, result="reconciled"))
+            if operation:
+                del ops[command]
+                out.append(_out("operation_complete", origin, command, reconciled=True))
+        elif RECONCILE[command] == "resend" and operation and _moving(ctx):
+            # the new boot already runs it (a retry reached it): its end position settles it
+            out.append(_out("cmd_ok", origin, command, result="reconciled"))
+        elif RECONCILE[command] == "resend":
+            out.append(Submit(command, fields, origin=origin))
+        else:
+            position = m.Dbpos(ctx["position"]).name if ctx["position"] is not None else None
+            out.append(_out("cmd_failed", origin, command, "device_reset", position=position))
+            if operation:
+                del ops[command]
+                out.append(_out("operation_failed", origin, command, "device_reset"))
+
+
+@REGISTRY.action
+def resume(ctx, ev) -> list:
+    """The device is read again after a connect or a restart: settle what was in doubt,
+    settle operations the restart interrupted from the position, send what was held."""
+    ops = dict(ctx["ops"])
+    out: list = [{"held": (), "in_doubt": ()}]
+    _reconcile(ctx, ops, out)
+    resent = {c for _, c, _ in ctx["in_doubt"] if RECONCILE[c] == "resend"}
+    if ctx["resets"]:
+        for command, origin in list(ops.items()):
+            if command in resent or any(h.origin == origin for h in ctx["held"]):
+                continue
+            if _moving(ctx):
+                continue  # under way: its POSITION_CHANGE settles it
+            del ops[command]
+            if in_effect(command, (), ctx):
+                out.append(_out("operation_complete", origin, command, reconciled=True))
+            else:
+                out.append(_out("operation_failed", origin, command, "device_reset"))
+    out.extend(ctx["held"])
+    out.append({"ops": ops})
     return out
 
 
@@ -227,7 +379,17 @@ def ack_event(ctx, ev) -> Transmit:
 
 
 @REGISTRY.guard
-def new_power_up(ctx, ev) -> bool:
+def power_up_new_boot(ctx, ev) -> bool:
+    """POWER_UP of a boot other than the one we know: the device restarted."""
+    msg = ev.payload[0]
+    known = ctx["boot_counter"]
+    return isinstance(msg, m.PowerUp) and known is not None and msg.boot_counter != known
+
+
+@REGISTRY.guard
+def power_up_unsynced(ctx, ev) -> bool:
+    """POWER_UP of the boot we know (a response revealed it first) or of the first boot we
+    see: not a second reset; acknowledging it syncs the device, so the resync starts over."""
     msg = ev.payload[0]
     return isinstance(msg, m.PowerUp) and msg.boot_counter != ctx["synced_boot"]
 
@@ -236,9 +398,21 @@ def new_power_up(ctx, ev) -> bool:
 def power_up(ctx, ev) -> list:
     msg: m.PowerUp = ev.payload[0]
     out = _reset(ctx, msg.boot_counter, msg.cause.name.lower())
-    out.append({"boot_counter": msg.boot_counter, "synced_boot": msg.boot_counter})
-    out.append({"last_event_seq": msg.seq})
+    out.append(_synced(msg))
     return out
+
+
+@REGISTRY.action
+def power_up_sync(ctx, ev) -> dict:
+    return _synced(ev.payload[0])
+
+
+def _synced(msg: m.PowerUp) -> dict:
+    return {
+        "boot_counter": msg.boot_counter,
+        "synced_boot": msg.boot_counter,
+        "last_event_seq": msg.seq,
+    }
 
 
 @REGISTRY.guard
@@ -328,7 +502,7 @@ def submit_user(ctx, ev) -> list:
 @REGISTRY.action
 def refuse_link_down(ctx, ev) -> list:
     sub, seq = ev.payload  # the seq is consumed anyway, so it names this outcome only
-    out = [_out("cmd_failed", seq, sub.command, "link_down")]
+    out = [_out("cmd_failed", seq if sub.origin is None else sub.origin, sub.command, "link_down")]
     if sub.seq is None:
         out.append(Signal("commands", "skip"))
     return out

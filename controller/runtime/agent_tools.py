@@ -18,6 +18,7 @@ from controller.agent.effects import CancelTool, RunTool
 from controller.agent.service import AgentService
 from controller.goose.effects import FrameClassified
 from controller.link.effects import LinkEvent
+from controller.link.registry import in_effect
 from controller.logic.actions import close_blockers
 from controller.logic.core import BayController
 from controller.logic.mapping import member_value
@@ -102,15 +103,9 @@ class ToolRunner:
         return ("blocked", "; ".join(why)) if why else ("ok", condition)
 
     def _in_effect(self, command: str, args: dict[str, Any]) -> bool:
-        """Does the device already show what `command` would do? (reconciliation)"""
-        end = END_POSITION.get(command)
-        if end is not None:
-            return self._position() == end
-        if command == "set_output":
-            outputs = self.bay.link.view.get("outputs")
-            mask = int(args.get("mask", 0))
-            return outputs is not None and outputs & mask == int(args.get("values", 0)) & mask
-        return False
+        """Does the device already show what `command` would do? (reconciliation, by the
+        same rule the link uses after a device reset)"""
+        return in_effect(command, args.items(), self.bay.link.view)
 
     def _command(self, e: RunTool, args: dict[str, Any], now_ns: int) -> None:
         command = args.pop("command")

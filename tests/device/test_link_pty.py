@@ -100,11 +100,15 @@ def test_every_command_and_event_end_to_end_over_a_pty_with_the_sim_in_a_thread(
         assert refused[0].kind == "cmd_failed" and refused[0].reason == "close_blocked_alarm"
         kinds = {e.kind for e in events}
         assert {"position_changed", "spring", "inputs_changed", "alarm"} <= kinds
+        mark = len(events)  # only what follows the reboot command counts
         do("reset", mode=m.ResetMode.REBOOT)
         assert link.run_until(
-            lambda: any(e.kind == "device_reset" for e in (events.extend(drain(link)) or events)),
+            lambda: any(
+                e.kind == "device_reset" for e in (events.extend(drain(link)) or events[mark:])
+            ),
             GUARD_S,
         )
+        assert [e.reason for e in events[mark:] if e.kind == "device_reset"] == ["commanded"]
         assert link.run_until(lambda: link.state == "up", GUARD_S)
         pong = do("ping")[0]
         assert pong.kind == "cmd_ok", pong
