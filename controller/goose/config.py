@@ -45,6 +45,12 @@ def _shape(v: Any) -> Any:
     return v
 
 
+def _members(v: Any) -> Any:
+    """A data set's member list: each entry is one member (so `[boolean, [structure, [..]]]`
+    is two members, not a structure named "boolean")."""
+    return tuple(_shape(x) for x in v) if isinstance(v, list) else v
+
+
 class VlanCfg(_Cfg):
     id: int = Field(ge=0, le=4095)
     priority: int = Field(default=4, ge=0, le=7)
@@ -72,10 +78,14 @@ class SubscriptionCfg(_Cfg):
     vlan: int | None = Field(default=None, ge=0, le=4095)
     members: tuple | None = None
     ab: ABCfg | None = None
+    # the publisher's MinTime/MaxTime as SCL declares them: the wire check (`--scl`)
+    # compares retransmission intervals with them; supervision itself follows each frame's TAL
+    min_time_ms: float | None = Field(default=None, gt=0)
+    max_time_ms: float | None = Field(default=None, gt=0)
 
     _num = field_validator("appid", "vlan", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
-    _members = field_validator("members", mode="before")(_shape)
+    _members = field_validator("members", mode="before")(_members)
 
     @property
     def key(self) -> tuple[bytes, int, str]:
@@ -109,7 +119,7 @@ class PublisherCfg(_Cfg):
 
     _num = field_validator("appid", mode="before")(_int_any)
     _macs = field_validator("dst", "src", mode="before")(_mac)
-    _members = field_validator("members", mode="before")(_shape)
+    _members = field_validator("members", mode="before")(_members)
 
     @model_validator(mode="after")
     def _times(self) -> PublisherCfg:
