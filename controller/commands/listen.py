@@ -10,6 +10,7 @@ import time
 
 from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
+from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub
 from controller.runtime.goose_live import LiveGoose, require_raw_sockets
 from controller.runtime.goose_report import Reporter
@@ -20,7 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("listen", help="live GOOSE subscriber on raw Ethernet (root)")
     p.add_argument("--iface", required=True, help="interface of network A")
     p.add_argument("--iface-b", help="interface of network B (redundant A/B)")
-    p.add_argument("--config", help="subscriptions (YAML/TOML); default: observe every stream")
+    p.add_argument(
+        "--config",
+        help="subscriptions (YAML/TOML, or SCL with --ied); default: observe every stream",
+    )
+    p.add_argument("--ied", help="with an SCL --config: the IED to configure")
+    add_check_args(p)
     p.add_argument("--appid", type=lambda s: int(s, 0), help="print only this APPID")
     p.add_argument("--gocbref", help="print only this gocbRef")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -41,7 +47,8 @@ def open_live(hub: GooseHub, iface: str, iface_b: str | None) -> LiveGoose:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_goose_config(args.config)
+    config = load_goose_config(args.config, args.ied)
+    check = wire_check(args.scl, config)
     hub = GooseHub(config)
     live = open_live(hub, args.iface, args.iface_b)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
@@ -55,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.run(
             on_frame=lambda n, ts, b, v, out: (
+                check.frame(ts, b, v) if check is not None else None,
                 reporter.frame(n, ts, b, v, out),
                 sys.stdout.flush(),
             ),
@@ -63,7 +71,11 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         live.close()
+    if check is not None and args.json:
+        check.print(as_json=True)  # before the closing counters line
     reporter.summary()
+    if check is not None and not args.json:
+        check.print(as_json=False)
     if not args.json:
         print(json.dumps({"frames": live.frames, "sent": live.sent}))
     return 0

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError
+from controller.commands.scl import add_check_args, wire_check
 from controller.configfile import ConfigError, load_config
 from controller.engine import Journal
 from controller.goose.config import GooseConfig
@@ -24,9 +25,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--config",
         type=Path,
-        help="subscriptions/publishers (YAML or TOML); "
+        help="subscriptions/publishers (YAML or TOML, or SCL with --ied); "
         "without it every stream seen is supervised (observer mode)",
     )
+    p.add_argument("--ied", help="with an SCL --config: the IED to configure")
+    add_check_args(p)
     p.add_argument("--out", type=Path, help="write frames the publishers send to this pcap")
     p.add_argument("--journal", type=Path, help="SQLite journal of every transition")
     pace = p.add_mutually_exclusive_group()
@@ -52,11 +55,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def load_goose_config(path: Path | None) -> GooseConfig:
+def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
     if path is None:
+        if ied is not None:
+            raise CommandError("--ied needs an SCL --config")
         return GooseConfig()
     try:
-        return load_config(path, GooseConfig)
+        return load_config(path, GooseConfig, ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
 
@@ -64,7 +69,8 @@ def load_goose_config(path: Path | None) -> GooseConfig:
 def run(args: argparse.Namespace) -> int:
     if args.device:
         return run_controller(args)
-    config = load_goose_config(args.config)
+    config = load_goose_config(args.config, args.ied)
+    check = wire_check(args.scl, config)
     if args.speed is not None and args.speed <= 0:
         raise CommandError("--speed must be > 0")
     if args.loop < 1:
@@ -74,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
 
     def on_frame(number, ts, data, effects):
+        if check is not None:
+            check.frame(ts, data)
         if not args.quiet:
             reporter.frame(number, ts, data, None, effects)
 
@@ -88,7 +96,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
+    if check is not None and args.json:
+        check.print(as_json=True)  # before the closing counters line
     reporter.summary()
+    if check is not None and not args.json:
+        check.print(as_json=False)
     return 0
 
 
@@ -103,7 +115,7 @@ def run_controller(args: argparse.Namespace) -> int:
 
     path = args.config or DEFAULT_CONFIG
     try:
-        cfg = load_config(path, ControllerConfig)
+        cfg = load_config(path, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
     try:
@@ -112,6 +124,7 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     if not frames:
         raise CommandError(f"{args.file}: no GOOSE frames")
+    check = wire_check(args.scl, cfg.goose)
     t0 = frames[0][0]
     journal = Journal(args.journal, durability="group") if args.journal else None
     bay = BayController(cfg, t0, journal)
@@ -139,4 +152,8 @@ def run_controller(args: argparse.Namespace) -> int:
         f"final bay state: {bay.bay.state}; frames in {replay.frames_in}, out {replay.sent}",
     ]
     print("\n".join(lines))
+    if check is not None:
+        for ts, data in frames:
+            check.frame(ts, data)
+        check.print(args.json)
     return 0

@@ -123,3 +123,57 @@ def run_config(args: argparse.Namespace) -> int:
         raise CommandError(f"the written config does not load (a bug):\n{exc}") from exc
     print(f"goosectl: wrote {args.out}", file=sys.stderr)
     return 0
+
+
+# -- the wire check hooks of `replay` and `listen` ------------------------------------------
+
+
+def add_check_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--scl",
+        type=Path,
+        metavar="SCD",
+        help="check every stream against this SCL file: matched, mismatched (each field "
+        "named), missing or unexpected, in a table at the end",
+    )
+
+
+class WireRun:
+    """A wire check as a command runs it: feed frames, print the verdicts at the end.
+    `full`: every stream (the `--scl` table); otherwise only configured streams missing."""
+
+    def __init__(self, check, title: str, full: bool) -> None:
+        self.check = check
+        self.title = title
+        self.full = full
+
+    def frame(self, ts_ns: int, buf: bytes, vlan=None) -> None:
+        self.check.frame(ts_ns, buf, vlan)
+
+    def print(self, as_json: bool, out=None) -> None:
+        from controller.scl.wire import table
+
+        out = out or sys.stdout
+        verdicts = self.check.verdicts()
+        if not self.full:
+            verdicts = [v for v in verdicts if v.status == "missing"]
+            if not verdicts:
+                return
+        if as_json:
+            for v in verdicts:
+                out.write(json.dumps(v.as_json()) + "\n")
+        else:
+            out.write("\n" + "\n".join(table(verdicts, self.title)) + "\n")
+
+
+def wire_check(scl_path: Path | None, config) -> WireRun | None:
+    """The check to run: against `--scl`, else the config's subscriptions (then only the
+    ones never seen are reported: a configured stream that never came is not silent).
+    None when there is nothing to expect."""
+    from controller.scl.wire import WireCheck, expected_from_config, expected_from_scl
+
+    if scl_path is not None:
+        return WireRun(WireCheck(expected_from_scl(read(scl_path))), f"wire vs {scl_path}", True)
+    if config is not None and config.subscriptions:
+        return WireRun(WireCheck(expected_from_config(config)), "configured streams", False)
+    return None
