@@ -22,7 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="folder for the pcaps, journal and report (default: ./goosectl-demo-<UTC time>)",
     )
-    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=DEFAULT_CONFIG,
+        help="the controller's config: YAML/TOML/JSON, or SCL with --ied "
+        "(examples/scl/bay1.scd --ied GCTL1 describes the demo's substation)",
+    )
+    p.add_argument("--ied", help="with an SCL --config: the IED the controller is")
     p.add_argument(
         "--in-memory",
         action="store_true",
@@ -59,6 +66,7 @@ def run(args: argparse.Namespace) -> int:
             folder,
             args.config,
             pty=not args.in_memory,
+            ied=args.ied,
             progress=print_progress(),
             serve_s=args.serve,
             control=args.control,

@@ -24,7 +24,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the bay controller live: GOOSE on raw Ethernet (A/B), "
         "the device on a serial port",
     )
-    p.add_argument("--config", type=Path, default=DEFAULT_CONFIG)
+    p.add_argument(
+        "--config", type=Path, default=DEFAULT_CONFIG, help="YAML/TOML/JSON, or SCL with --ied"
+    )
+    p.add_argument("--ied", help="with an SCL --config: the IED this controller is")
     p.add_argument("--iface", help="network A (default: goose.interface_a of the config)")
     p.add_argument(
         "--iface-b", help="network B (default: goose.interface_b, unless --iface is given)"
@@ -66,7 +69,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        cfg = load_config(args.config, ControllerConfig)
+        cfg = load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
     iface = None if args.no_network else (args.iface or cfg.goose.interface_a)

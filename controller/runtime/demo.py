@@ -78,6 +78,7 @@ def run_demo(
     scenario: Scenario | None = None,
     serve_s: float | None = None,
     control: Path | None = None,
+    ied: str | None = None,
 ) -> DemoResult:
     """`serve_s`: after the scenario, keep the controller running (virtual time then
     follows the wall clock) and serve `goosectl agent` on the control socket for that many
@@ -91,7 +92,7 @@ def run_demo(
         "report": folder / "report.txt",
     }
     scn.write_pcap(files["scenario"])
-    cfg = load_config(config, ControllerConfig)
+    cfg = load_config(config, ControllerConfig, ied)
     t0 = scn.frames[0][0]
     files["agent"] = folder / "agent.sqlite"
     for j in (files["journal"], files["agent"]):

@@ -119,7 +119,9 @@ def run_live_demo(args: argparse.Namespace) -> int:
 
     folder = args.out or Path(tempfile.mkdtemp(prefix="goosectl-demo-live-"))
     folder.mkdir(parents=True, exist_ok=True)
-    cfg = load_config(args.config if args.config else DEFAULT_CONFIG, ControllerConfig)
+    cfg = load_config(
+        args.config if args.config else DEFAULT_CONFIG, ControllerConfig, getattr(args, "ied", None)
+    )
     print(f"goosectl demo --live: writing to {folder}/", flush=True)
     device = DeviceThread(spring_ms=300)
     with NetLab() as lab:
