@@ -47,7 +47,7 @@ from protocols.goose import (
     VisibleString,
     to_json,
 )
-from protocols.scl import GoCB, IedView, Scl, SclError, load_scl
+from protocols.scl import Binding, GoCB, IedView, Scl, SclError, load_scl
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -127,6 +127,14 @@ def zero_value(shape: object):
     return _ZERO[name]()
 
 
+def initial_json(shape: object) -> dict[str, Any]:
+    """A member's zero value in the JSON form configs take (a time as seconds/fraction)."""
+    obj = to_json(zero_value(shape))
+    if obj["type"] == "utc-time":
+        obj["value"].pop("iso", None)
+    return obj
+
+
 def shape_json(shape: object) -> Any:
     """A member type in config/JSON form: leaves as strings, `[structure, [...]]`."""
     if isinstance(shape, tuple):
@@ -169,7 +177,22 @@ def subscription(g: GoCB) -> dict[str, Any]:
         out["min_time_ms"] = _ms(a.min_time_ms)
     if a.max_time_ms is not None:
         out["max_time_ms"] = _ms(a.max_time_ms)
+    second = _second(g)
+    if second is not None:
+        # the same stream on a second subnetwork: received on both networks (A/B)
+        out["ab"] = {"mode": "merge"}
+        if second.vlan_id is not None and a.vlan_id is not None and second.vlan_id != a.vlan_id:
+            out["ab"] |= {"vlan_a": a.vlan_id, "vlan_b": second.vlan_id}
     return out
+
+
+def _second(g: GoCB):
+    """The address of the same stream on a second subnetwork (same MAC and APPID)."""
+    a = g.address
+    for b in g.addresses[1:]:
+        if a is not None and b.mac == a.mac and b.appid == a.appid:
+            return b
+    return None
 
 
 def publisher(g: GoCB) -> dict[str, Any]:
@@ -189,7 +212,10 @@ def publisher(g: GoCB) -> dict[str, Any]:
             "priority": 4 if a.vlan_priority is None else a.vlan_priority,
         }
     out["members"] = [shape_json(s) for s in g.shape]
-    out["initial"] = [to_json(zero_value(s)) for s in g.shape]
+    out["initial"] = [initial_json(s) for s in g.shape]
+    second = _second(g)
+    if second is not None and second.vlan_id == a.vlan_id:
+        out["sides"] = "both"  # the same frames on two subnetworks: interfaces A and B
     if a.min_time_ms is not None:
         out["min_time_ms"] = _ms(a.min_time_ms)
     if a.max_time_ms is not None:
@@ -222,6 +248,31 @@ def parse_input(text: str | None) -> dict[str, Any] | None:
     if edge:
         out["when"] = edge
     return out
+
+
+def quality_of(b: Binding) -> dict[str, Any]:
+    """Where the bound member's quality is in the same data set: the `q` of the same DO,
+    beside it in a DO-level member or as its own member. Empty if the data set has none
+    (or the config has no quality field)."""
+    from controller.logic.config import InputMap
+
+    if "quality" not in InputMap.model_fields or b.member is None or not b.gocb.members:
+        return {}
+    m = b.gocb.members[b.member]
+    if b.path and m.typed is not None:
+        outer = m.typed
+        for i in b.path[:-1]:
+            outer = outer.fields[i][1]
+        q = outer.path_to(("q",))
+        if q is not None:
+            return {"quality": b.member, "quality_path": [*b.path[:-1], *q]}
+    f = m.fcda
+    want = (f.ld_inst, f.prefix, f.ln_class, f.ln_inst, f.do_name, "q")
+    for i, other in enumerate(b.gocb.members):
+        o = other.fcda
+        if (o.ld_inst, o.prefix, o.ln_class, o.ln_inst, o.do_name, o.da_name) == want:
+            return {"quality": i}
+    return {}
 
 
 def publication(g: GoCB) -> dict[str, Any] | None:
@@ -268,6 +319,11 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
             notes.append(f"not published: {g.gocb_ref} {why}")
             continue
         pubs.append(publisher(g))
+        if len(g.addresses) > 1 and "sides" not in pubs[-1]:
+            notes.append(
+                f"{g.gocb_ref}: published on {len(g.addresses)} subnetworks with different "
+                "addresses; only the first is configured (add a publisher per copy in an overlay)"
+            )
         p = publication(g)
         if p is not None:
             publications.append(p)
@@ -284,9 +340,8 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
         if b.member is None or b.gocb.gocb_ref not in names:
             notes.append(f"input {mapped['event']} bound to {b.gocb.gocb_ref} without a member")
             continue
-        inputs.append(
-            {"stream": b.gocb.gocb_ref, "member": b.member, "path": list(b.path)} | mapped
-        )
+        entry = {"stream": b.gocb.gocb_ref, "member": b.member, "path": list(b.path)} | mapped
+        inputs.append(entry | quality_of(b))
     for ln, e in view.unbound:
         what = f"later binding, {e.restriction}" if e.restriction else "unbound"
         label = e.int_addr or e.desc or "(no intAddr)"

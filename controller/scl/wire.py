@@ -30,7 +30,7 @@ class Expected:
     gocb_ref: str
     appid: int | None = None
     dst: bytes | None = None
-    vlan_id: int | None = None
+    vlan_ids: frozenset[int] | None = None  # the VLANs it may come on (A/B: two)
     vlan_priority: int | None = None
     conf_rev: int | None = None
     dat_set: str | None = None
@@ -50,7 +50,7 @@ def expected_from_scl(scl: Scl) -> list[Expected]:
                 gocb_ref=g.gocb_ref,
                 appid=a.appid if a else None,
                 dst=a.mac if a else None,
-                vlan_id=a.vlan_id if a else None,
+                vlan_ids=frozenset(x.vlan_id for x in g.addresses if x.vlan_id is not None) or None,
                 vlan_priority=a.vlan_priority if a else None,
                 conf_rev=g.conf_rev,
                 dat_set=g.dat_set_ref,
@@ -70,7 +70,7 @@ def expected_from_config(cfg: GooseConfig) -> list[Expected]:
             gocb_ref=s.gocb_ref,
             appid=s.appid,
             dst=s.dst,
-            vlan_id=s.vlan,
+            vlan_ids=_config_vlans(s),
             conf_rev=s.conf_rev,
             dat_set=s.dat_set,
             go_id=s.go_id,
@@ -80,6 +80,11 @@ def expected_from_config(cfg: GooseConfig) -> list[Expected]:
         )
         for s in cfg.subscriptions
     ]
+
+
+def _config_vlans(s) -> frozenset[int] | None:
+    ids = {v for v in (s.vlan, *((s.ab.vlan_a, s.ab.vlan_b) if s.ab else ())) if v is not None}
+    return frozenset(ids) or None
 
 
 @dataclass(slots=True)
@@ -245,10 +250,12 @@ def _compare(e: Expected, s: Seen) -> list[Difference]:
 
     check("appid", e.appid, [s.appid])
     check("dst", e.dst, [s.dst])
-    if e.vlan_id is not None:
+    if e.vlan_ids is not None:
         # VLAN id 0 is a priority tag: an untagged frame carries the same (no VLAN)
-        seen = [0 if v is None and e.vlan_id == 0 else v for v in s.values["vlanId"]]
-        check("vlanId", e.vlan_id, seen)
+        seen = [0 if v is None and 0 in e.vlan_ids else v for v in s.values["vlanId"]]
+        if any(v not in e.vlan_ids for v in seen):
+            want = sorted(e.vlan_ids)
+            diffs.append(Difference("vlanId", want[0] if len(want) == 1 else want, seen))
     tagged = [v for v in s.values["vlanPriority"] if v is not None]
     check("vlanPriority", e.vlan_priority, tagged)
     check("confRev", e.conf_rev, s.values["confRev"])

@@ -164,9 +164,13 @@ class LDevice:
 
 @dataclass(slots=True, eq=False)
 class AccessPoint:
+    """`server_at`: the access point whose server this one also reaches (`ServerAt`), e.g.
+    a second network port of the same IED."""
+
     name: str
     ldevices: list[LDevice]
     node: Node
+    server_at: str | None = None
 
 
 @dataclass(slots=True, eq=False)

@@ -108,7 +108,9 @@ class _Reader:
             for server in node.findall("Server")
             for ld in server.findall("LDevice")
         ]
-        return AccessPoint(self._required(node, "name"), lds, node)
+        at = node.find("ServerAt")
+        server_at = at.get("apName") if at is not None else None
+        return AccessPoint(self._required(node, "name"), lds, node, server_at or None)
 
     def ldevice(self, node: Node) -> LDevice:
         lns = [self.ln(n) for n in node.children if n.tag in ("LN0", "LN")]

@@ -56,7 +56,13 @@ class GoCB:
     control: GseControl
     data_set: DataSet | None
     members: list[Member] | None
-    address: GseAddress | None
+    addresses: list[GseAddress]
+
+    @property
+    def address(self) -> GseAddress | None:
+        """Where it publishes; an IED with a second port (an access point with `ServerAt`)
+        on another subnetwork has a second address for the same control block."""
+        return self.addresses[0] if self.addresses else None
 
     @property
     def ld_ref(self) -> str:
@@ -170,13 +176,20 @@ class _Resolver:
         self.f = findings
         self.types = TypeResolver(doc.templates, findings.add)
         self.ieds = {i.name: i for i in doc.ieds}
-        self.addresses: dict[tuple[str, str, str, str], GseAddress] = {}
+        #: (IED, access point, ...) -> the access point whose server it reaches (ServerAt)
+        server_of = {
+            (ied.name, ap.name): ap.server_at or ap.name
+            for ied in doc.ieds
+            for ap in ied.access_points
+        }
+        self.addresses: dict[tuple[str, str, str, str], list[GseAddress]] = {}
         for a in doc.gse:
-            key = (a.ied_name, a.ap_name, a.ld_inst, a.cb_name)
-            if key in self.addresses:
+            ap = server_of.get((a.ied_name, a.ap_name), a.ap_name)
+            same = self.addresses.setdefault((a.ied_name, ap, a.ld_inst, a.cb_name), [])
+            if any(x.subnetwork == a.subnetwork for x in same):
                 self.f.add(a.node, "a second GSE address for the same control block (ignored)")
             else:
-                self.addresses[key] = a
+                same.append(a)
         #: (ied, ldInst, lnClass, prefix, lnInst, cbName) -> GoCB
         self.by_place: dict[tuple[str, str, str, str, str, str], GoCB] = {}
         self.by_ied: dict[str, list[GoCB]] = {}
@@ -196,8 +209,9 @@ class _Resolver:
                             self.by_ied.setdefault(ied.name, []).append(gocb)
                             place = (ied.name, ld.inst, ln.ln_class, ln.prefix, ln.inst, gc.name)
                             self.by_place[place] = gocb
-        for key, addr in self.addresses.items():
+        for key, addrs in self.addresses.items():
             if key not in used:
+                addr = addrs[0]
                 self.f.add(
                     addr.node,
                     f'no GSEControl "{addr.cb_name}" in LDevice "{addr.ld_inst}" of '
@@ -230,8 +244,8 @@ class _Resolver:
                 members = [Member(f, self.member_type(ied, f)) for f in ds.fcdas]
         if gc.conf_rev is None:
             self.f.add(gc.node, "confRev is missing")
-        address = self.addresses.get((ied.name, ap.name, ld.inst, gc.name))
-        return GoCB(ied, ap, ld, gc, ds, members, address)
+        addresses = self.addresses.get((ied.name, ap.name, ld.inst, gc.name), [])
+        return GoCB(ied, ap, ld, gc, ds, members, addresses)
 
     def member_type(self, ied: Ied, f: Fcda) -> Typed | None:
         found = ied.ldevice(f.ld_inst)
