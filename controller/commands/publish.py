@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--goid")
     p.add_argument("--appid", required=True, type=lambda s: int(s, 0))
     p.add_argument("--dst", required=True, help="destination MAC, e.g. 01:0c:cd:01:00:01")
-    p.add_argument("--src", default="00:00:00:00:00:00")
+    p.add_argument("--src", help="source MAC (default: the interface's own)")
     p.add_argument("--vlan", type=int, help="802.1Q VLAN id (untagged without)")
     p.add_argument("--priority", type=int, default=4)
     p.add_argument("--conf-rev", type=int, default=1)

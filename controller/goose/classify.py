@@ -108,6 +108,22 @@ def classify_sequence(
     return "replay", False
 
 
+def shape_of(values: tuple) -> tuple:
+    """(number of entries, member types) of a decoded data set."""
+    return (len(values), data_shape(values))
+
+
+def shape_fits(ctx, hdr, shape: tuple) -> bool:
+    """The data set has the announced entry count, the configured member types, and the
+    shape the stream's first delivered state had."""
+    expect = ctx["expect_shape"]
+    return not (
+        hdr.num_dat_set_entries != shape[0]
+        or (expect is not None and tuple(expect) != shape[1])
+        or (ctx["shape"] is not None and ctx["shape"] != shape)
+    )
+
+
 def quality_of(cls: str, flags: tuple[str, ...]) -> str:
     for flag, quality in FLAG_QUALITY:
         if flag in flags:
@@ -152,12 +168,8 @@ def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
         # a delivered state always carries its values (state changes are rare; the
         # retransmissions that make up the traffic never get here)
         values = values_of(hdr)
-        shape = (len(values), data_shape(values))
-        expect = ctx["expect_shape"]
-        if hdr.num_dat_set_entries != shape[0] or (
-            (expect is not None and tuple(expect) != shape[1])
-            or (ctx["shape"] is not None and ctx["shape"] != shape)
-        ):
+        shape = shape_of(values)
+        if not shape_fits(ctx, hdr, shape):
             flags.append("shape_mismatch")
     rx = ctx["rx_ns"]
     if rx is not None and now_ns > rx + ctx["tal_ns"]:

@@ -36,6 +36,21 @@ def _mac(v: Any) -> bytes:
         raise ValueError(str(exc)) from None
 
 
+def _mac_or_none(v: Any) -> bytes | None:
+    """A source MAC: unicast and not all zeros (a frame from 00:00:00:00:00:00 has no
+    sender a subscriber could check)."""
+    if v is None:
+        return None
+    mac = _mac(v)
+    if mac == bytes(6):
+        raise ValueError(
+            "00:00:00:00:00:00 is not a source address (leave src out to use the interface's)"
+        )
+    if mac[0] & 1:
+        raise ValueError(f"{v!r} is a group address; a source MAC is unicast")
+    return mac
+
+
 def _shape(v: Any) -> Any:
     """Member types as written in a config -> the hashable form `data_shape` produces."""
     if isinstance(v, list):
@@ -82,9 +97,13 @@ class SubscriptionCfg(_Cfg):
     # compares retransmission intervals with them; supervision itself follows each frame's TAL
     min_time_ms: float | None = Field(default=None, gt=0)
     max_time_ms: float | None = Field(default=None, gt=0)
+    # the publisher's source MAC; without it the first one seen is expected (a frame of the
+    # same stream from another source is a `foreign_source` anomaly, never data)
+    src: bytes | None = None
 
     _num = field_validator("appid", "vlan", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
+    _src = field_validator("src", mode="before")(_mac_or_none)
     _members = field_validator("members", mode="before")(_members)
 
     @property
@@ -104,7 +123,9 @@ class PublisherCfg(_Cfg):
     conf_rev: int = Field(default=1, ge=0, le=0xFFFFFFFF)
     appid: int = Field(ge=0, le=0xFFFF)
     dst: bytes
-    src: bytes = bytes(6)
+    # the source MAC; without it the interface's own (`goosectl run`), or
+    # `publisher.REPLAY_SRC` in a replay or the demo
+    src: bytes | None = None
     vlan: VlanCfg | None = None
     simulation: bool = False
     nds_com: bool = False
@@ -118,7 +139,8 @@ class PublisherCfg(_Cfg):
     sides: Literal["A", "B", "both"] = "A"
 
     _num = field_validator("appid", mode="before")(_int_any)
-    _macs = field_validator("dst", "src", mode="before")(_mac)
+    _dst = field_validator("dst", mode="before")(_mac)
+    _src = field_validator("src", mode="before")(_mac_or_none)
     _members = field_validator("members", mode="before")(_members)
 
     @model_validator(mode="after")

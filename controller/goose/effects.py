@@ -31,9 +31,11 @@ class SendFrame(Effect):
 
 @dataclass(frozen=True, slots=True)
 class FrameClassified(Effect):
-    """One received frame's verdict. `values` is set when the data set is delivered, and
-    `previous` then holds the allData bytes of the state before (None on a first frame),
-    so an application can tell which members changed."""
+    """One received frame's verdict. `deliver` is true when its values may act: the frame
+    carries a state (or revives a subscription the gate had refused) and the receive rules
+    (`gate.py`) let it through; `refused` names the rule that stopped it otherwise.
+    `values` is set when delivered, and `previous` then holds the allData bytes of the state
+    before (None on a first frame), so an application can tell which members changed."""
 
     stream: str
     side: str
@@ -45,6 +47,7 @@ class FrameClassified(Effect):
     sq_num: int
     values: Any = None
     previous: bytes | None = None
+    refused: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,3 +66,50 @@ class PublisherSides(Effect):
     gocb_ref: str
     active: tuple[str, ...]
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LgosChanged(Effect):
+    """A subscription's LGOS machine changed (St, ErrSt, SimSt, learned source); the hub
+    turns it into an `LgosView` with the stream's numbers."""
+
+    stream: str
+
+
+@dataclass(frozen=True, slots=True)
+class LgosView(Effect):
+    """The LGOS view of one subscription (IEC 61850-7-4 LGOS), sent whenever it changes.
+
+    `st`: subscribed and valid (values may act); `sim_st`: the subscription takes the
+    simulated stream; `err`: why not valid (`gate.ERR_TEXT`); `conf_rev`: expected,
+    `rx_conf_rev`: last received; `refused`: frames refused so far, by reason."""
+
+    stream: str
+    label: str
+    gocb_ref: str
+    appid: int
+    st: bool
+    sim_st: bool
+    last_st_num: int | None
+    conf_rev: int | None
+    rx_conf_rev: int | None
+    err: str
+    nds_com: bool
+    src: str | None
+    refused: tuple[tuple[str, int], ...] = ()
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "stream": self.label,
+            "gocbRef": self.gocb_ref,
+            "appid": self.appid,
+            "St": self.st,
+            "SimSt": self.sim_st,
+            "LastStNum": self.last_st_num,
+            "ConfRevNum": self.conf_rev,
+            "RxConfRevNum": self.rx_conf_rev,
+            "ErrSt": self.err,
+            "NdsCom": self.nds_com,
+            "src": self.src,
+            "refused": dict(self.refused),
+        }

@@ -11,13 +11,18 @@ class FrameIn:
     """A received frame on its way through a stream machine.
 
     The stream's router judges the frame once and leaves the verdict here, so the action
-    that follows in the same transition does not judge it a second time.
+    that follows in the same transition does not judge it a second time; that action leaves
+    the receive rules' answer here for the subscriber bank.
     """
 
-    __slots__ = ("hdr", "side", "values", "verdict")
+    __slots__ = ("gate", "hdr", "refused", "side", "values", "verdict")
 
-    def __init__(self, hdr: Any, side: str) -> None:
+    def __init__(self, hdr: Any, side: str, gate: tuple[bool, bool] = (False, False)) -> None:
         self.hdr = hdr
         self.side = side
+        #: (controller in simulation mode, subscription switched to its simulated stream)
+        self.gate = gate
         self.verdict: Verdict | None = None
         self.values: tuple | None = None
+        #: the receive rule that refused the frame, set by the stream's `accept`
+        self.refused: str | None = None

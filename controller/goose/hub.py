@@ -2,7 +2,11 @@
 
 The hub is the pure boundary the shells (live sockets, pcap replay, the bay controller)
 talk to: give it frames, publications and time; take back `SendFrame`s to put on the
-wire and reports (`FrameClassified`, `StreamState`, `PublisherSides`) to show or act on.
+wire and reports (`FrameClassified`, `StreamState`, `LgosView`, `PublisherSides`) to show
+or act on. What the hub cannot know by itself the shell tells it: the source MAC of the
+interface (`set_source_mac`), the time quality of the host clock (`set_time_quality`);
+without them a replay's output is deterministic (`publisher.REPLAY_SRC`,
+`publisher.VIRTUAL_TIME_QUALITY`).
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from controller.engine import Journal, Runner
 from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.machine import Machine, Step
 from controller.goose.config import GooseConfig
-from controller.goose.effects import FrameClassified, StreamState, Transmit
+from controller.goose.effects import FrameClassified, LgosChanged, StreamState, Transmit
 from controller.goose.publisher import Publisher, load_table
 from controller.goose.subscriber import SubscriberBank
 from protocols.goose import Vlan
@@ -28,12 +32,13 @@ class GooseHub:
         config: GooseConfig | None = None,
         journal: Journal | None = None,
         runner: Runner | None = None,
+        simulation: bool = False,
     ) -> None:
         config = config or GooseConfig()
         self.runner = runner or Runner(journal)
         self.runner.on_effects = self._collect
         self.out: list[Any] = []
-        self.bank = SubscriberBank(self.runner, config.subscriptions)
+        self.bank = SubscriberBank(self.runner, config.subscriptions, simulation=simulation)
         self.publishers: dict[str, Publisher] = {}
         self.by_gocb: dict[str, Publisher] = {}
         self._pub_table = load_table()
@@ -55,6 +60,10 @@ class GooseHub:
                 out.append(e)
                 if e.side in ("A", "B"):
                     self.bank.on_side_state(e, now_ns)
+                elif e.state == "lost":
+                    self.bank.on_stream_lost(e, now_ns)
+            elif t is LgosChanged:
+                out.append(self.bank.view(e.stream))
             elif t not in TIMER_EFFECTS:
                 out.append(e)
 
@@ -64,10 +73,11 @@ class GooseHub:
 
     # -- inputs -----------------------------------------------------------------------------
 
-    def start(self, now_ns: int, utc_ns: int) -> list[Any]:
-        """Start every publisher with its initial values (its first state, stNum 1)."""
+    def start(self, now_ns: int, utc_ns: int, muted: bool = False) -> list[Any]:
+        """Start every publisher with its initial values (its first state, stNum 1);
+        `muted`: the controller starts in mode off, nothing is sent until `mute(False)`."""
         for pub in self.publishers.values():
-            self.runner.start(pub.machine(self._pub_table), now_ns)
+            self.runner.start(pub.machine(self._pub_table, muted), now_ns)
             if pub.cfg.initial:
                 self.runner.feed(pub.id, "publish", now_ns, (pub.initial_values(), utc_ns))
         self._started = True
@@ -77,16 +87,18 @@ class GooseHub:
         """Judge one frame. The effects always hold exactly one `FrameClassified` for it."""
         stream, hdr, status = self.bank.on_frame(buf, side, now_ns, vlan)
         if status != "judged":
+            foreign = status == "foreign_source"
             self.out.append(
                 FrameClassified(
                     stream.id if stream is not None else "",
                     side,
                     status,
-                    (),
+                    ("foreign_source",) if foreign else (),
                     "-",
                     False,
                     hdr.st_num if hdr is not None else 0,
                     hdr.sq_num if hdr is not None else 0,
+                    refused="foreign_source" if foreign else None,
                 )
             )
         return self.drain()
@@ -98,6 +110,32 @@ class GooseHub:
             raise KeyError(f"no publisher for gocbRef {gocb_ref!r}")
         self.runner.feed(pub.id, "publish", now_ns, (tuple(values), utc_ns))
         return self.drain()
+
+    def set_simulation(self, on: bool, now_ns: int) -> list[Any]:
+        """The controller's simulation mode (LPHD.Sim) for every subscription."""
+        self.bank.set_simulation(on, now_ns)
+        return self.drain()
+
+    def mute(self, muted: bool, now_ns: int) -> list[Any]:
+        """Stop (or resume) every publisher's frames: the controller's mode is `off`."""
+        for pub in self.publishers.values():
+            if pub.id in self.runner.machines:
+                self.runner.feed(pub.id, "mute" if muted else "unmute", now_ns)
+        return self.drain()
+
+    def set_source_mac(self, mac: bytes) -> None:
+        """The interface's own MAC, for every publisher without a configured `src`."""
+        for pub in self.publishers.values():
+            pub.set_source(mac)
+
+    def set_time_quality(self, quality: int) -> None:
+        """The time quality octet of `t` from now on (the shell reads the host clock)."""
+        for pub in self.publishers.values():
+            pub.time_quality = quality
+
+    def lgos(self) -> list[Any]:
+        """The LGOS view of every subscription."""
+        return self.bank.views()
 
     def link(self, side: str, up: bool, now_ns: int) -> list[Any]:
         for pub in self.publishers.values():

@@ -7,25 +7,47 @@ from pathlib import Path
 from controller.engine import Table
 from controller.goose.config import PublisherCfg
 from controller.goose.effects import SendFrame, Transmit
-from protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, all_data_from_json
+from protocols.goose import (
+    FrameTemplate,
+    GooseFrame,
+    UtcTime,
+    Vlan,
+    all_data_from_json,
+    time_quality,
+)
 
 TABLE_PATH = Path(__file__).parent / "tables" / "publisher.yaml"
 S_BIT = 0x8000
-#: Time quality of `t`: leap seconds known, clock neither failed nor unsynchronised,
-#: 10 bits of accuracy (~1 ms). The runtime's clock is what it is; this says so honestly
-#: for a host synchronised by NTP.
-DEFAULT_TIME_QUALITY = 0x8A
+#: Time quality of `t` until the shell says what the host clock is worth (`goosectl run`
+#: reads adjtimex): in a replay or the demo, `t` is the capture's virtual time, which no
+#: clock of this host vouches for: not synchronised, accuracy unspecified.
+VIRTUAL_TIME_QUALITY = time_quality(clock_not_synchronized=True)
+#: Source MAC of a publisher without `src` until the shell gives the interface's own:
+#: locally administered (02:...), unicast, "goose" in ASCII, so replays and the demo's
+#: output pcap are byte for byte reproducible and never carry 00:00:00:00:00:00.
+REPLAY_SRC = bytes.fromhex("02676f6f7365")
 
 
 class Publisher:
-    __slots__ = ("cfg", "id", "template", "time_quality")
+    __slots__ = ("cfg", "id", "src", "template", "time_quality")
 
-    def __init__(self, cfg: PublisherCfg, time_quality: int = DEFAULT_TIME_QUALITY) -> None:
+    def __init__(self, cfg: PublisherCfg, time_quality: int = VIRTUAL_TIME_QUALITY) -> None:
         self.cfg = cfg
         self.id = f"pub:{cfg.name or cfg.gocb_ref}"
         self.time_quality = time_quality
+        self.src = cfg.src if cfg.src is not None else REPLAY_SRC
+        self.template = self._template()
+
+    def set_source(self, mac: bytes) -> None:
+        """The interface's MAC; a configured `src` wins."""
+        if self.cfg.src is None and mac != self.src:
+            self.src = mac
+            self.template = self._template()
+
+    def _template(self) -> FrameTemplate:
+        cfg = self.cfg
         vlan = Vlan(cfg.vlan.id, cfg.vlan.priority) if cfg.vlan is not None else None
-        self.template = FrameTemplate(
+        return FrameTemplate(
             GooseFrame(
                 gocb_ref=cfg.gocb_ref,
                 dat_set=cfg.dat_set,
@@ -35,14 +57,14 @@ class Publisher:
                 nds_com=cfg.nds_com,
                 num_dat_set_entries=len(cfg.members) if cfg.members else len(cfg.initial),
                 dst=cfg.dst,
-                src=cfg.src,
+                src=self.src,
                 vlan=vlan,
                 appid=cfg.appid,
                 reserved1=S_BIT if cfg.simulation else 0,
             )
         )
 
-    def machine(self, table: Table):
+    def machine(self, table: Table, muted: bool = False):
         c = self.cfg
         return table.new(
             self.id,
@@ -54,6 +76,7 @@ class Publisher:
             burst=c.burst_count,
             tal_factor=c.tal_factor,
             mode=c.sides,
+            muted=muted,
         )
 
     def initial_values(self) -> tuple:

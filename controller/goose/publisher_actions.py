@@ -55,7 +55,9 @@ def new_state(ctx, ev):
     gap = _gap(ctx, 0)
     return [
         {"st": st, "sq": 0, "k": 0, "t_ns": t_ns, "data": data},
-        Transmit(
+        None
+        if ctx["muted"]
+        else Transmit(
             st, 0, tal_ms(gap, ctx["tal_factor"]), t_ns, data, active_sides(ctx["mode"], ctx["up"])
         ),
         StartTimer("retransmit", int(gap * NS_PER_MS), "retransmit"),
@@ -74,7 +76,9 @@ def repeat(ctx, ev):
     gap = _gap(ctx, k)
     return [
         {"sq": sq, "k": k},
-        Transmit(
+        None
+        if ctx["muted"]
+        else Transmit(
             ctx["st"],
             sq,
             tal_ms(gap, ctx["tal_factor"]),

@@ -4,8 +4,16 @@ from __future__ import annotations
 
 from controller.engine.effects import StartTimer
 from controller.engine.registry import Registry
-from controller.goose.classify import QUALITIES, REARMS_TAL, Verdict, judge
+from controller.goose.classify import (
+    QUALITIES,
+    REARMS_TAL,
+    Verdict,
+    judge,
+    shape_fits,
+    shape_of,
+)
 from controller.goose.effects import FrameClassified, StreamState
+from controller.goose.gate import refusal
 from protocols.goose import GooseError
 
 REGISTRY = Registry("goose-stream")
@@ -31,31 +39,60 @@ def judge_frame(ctx, ev):
 
 @REGISTRY.action
 def accept(ctx, ev):
-    """Remember what the verdict says the stream now is; report the frame; re-arm TAL."""
+    """Remember what the verdict says the stream now is; apply the receive rules; report the
+    frame; re-arm TAL.
+
+    The rules (`gate.refusal`) need the subscription's simulation switch, which the bank
+    leaves on the payload (`frame.gate`). A frame that passes them after refused ones
+    revives the subscription: a plain retransmission then delivers the state it repeats."""
     frame = ev.payload
     v: Verdict = frame.verdict
     hdr = frame.hdr
     now = ev.time_ns
     tal_ns = hdr.time_allowed_to_live * NS_PER_MS
+    cls = v.cls
+    refused = refusal(v.flags, ctx["simulated"], *frame.gate)
+    frame.refused = refused
+    deliver = v.deliver and refused is None
+    values = frame.values if deliver else None
+    if refused is None and not ctx["gate_ok"] and cls == "retransmission":
+        try:
+            values = hdr.decode_all_data()
+        except GooseError:
+            values = None
+        if values is not None and shape_fits(ctx, hdr, shape_of(values)):
+            deliver = True
+        else:
+            values, refused = None, "shape"
+            frame.refused = refused
     report = FrameClassified(
         ctx["stream"],
         frame.side,
-        v.cls,
+        cls,
         v.flags,
         v.quality,
-        v.deliver,
+        deliver,
         hdr.st_num,
         hdr.sq_num,
-        frame.values if v.deliver else None,
-        ctx["data"] if v.deliver else None,
+        values,
+        ctx["data"] if deliver else None,
+        refused,
     )
-    cls = v.cls
+    # the values act again once a frame passed the rules and delivered a state
+    ok = refused is None and (deliver or ctx["gate_ok"])
+    gate: dict = {}
+    if ok != ctx["gate_ok"] or (refused is not None and refused != ctx["gate_err"]):
+        gate = {"gate_ok": ok, "gate_err": refused}
+    if hdr.conf_rev != ctx["rx_conf_rev"]:
+        gate["rx_conf_rev"] = hdr.conf_rev
+    if hdr.nds_com != ctx["nds_com"]:
+        gate["nds_com"] = hdr.nds_com
     if cls == "out_of_order":
         # Follow the publisher's sqNum from here: a device that restarts its sqNum without
         # a new stNum (the GE F650 in iti_GOOSE.pcap) is reported once, not for ever.
-        return [{"sq": hdr.sq_num}, report]
+        return [{"sq": hdr.sq_num, **gate}, report]
     if cls not in REARMS_TAL:
-        return report
+        return [gate, report] if gate else report
     if v.advances:
         shape = ctx["shape"] or v.shape  # the first delivered state's shape is the stream's
         update = {
@@ -71,12 +108,14 @@ def accept(ctx, ev):
         }
     else:
         update = {"sq": hdr.sq_num, "rx_ns": now, "tal_ns": tal_ns}
+    if gate:
+        update.update(gate)
     return [update, report, StartTimer("tal", tal_ns, "tal_expired")]
 
 
 @REGISTRY.action
 def mark_lost(ctx, ev):
-    return {"alive": False}
+    return {"alive": False, "gate_ok": False, "gate_err": "lost"}
 
 
 @REGISTRY.action

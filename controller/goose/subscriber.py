@@ -9,6 +9,13 @@ A/B: a stream received on two networks has one quality machine fed with the firs
 each (stNum, sqNum), one liveness machine per side, and in `preferred` mode a selector
 machine that decides which side delivers (failover when the active side is lost,
 failback automatic or by the operator).
+
+Receive rules (`gate.py`): a subscription has an LGOS machine (tables/lgos.yaml) that says
+whether its values may act. Its simulated frames (`simulation` or the S-bit) run on a second
+stream machine with its own sequence numbers, so a test set's stream never disturbs the real
+one; which of the two acts is the Ed2 simulation switch. A frame from another source MAC
+than the expected one (configured, else the first seen) is a `foreign_source` anomaly: it
+is counted and shown, and never reaches a stream machine.
 """
 
 from __future__ import annotations
@@ -19,11 +26,12 @@ from typing import Any
 
 from controller.engine import Runner, Table
 from controller.goose.config import SubscriptionCfg
-from controller.goose.effects import FrameClassified, StreamState
+from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn
+from controller.goose.gate import is_simulated
 from protocols.ethernet.mac import format_mac
-from protocols.goose import GooseError, Vlan, parse_header
+from protocols.goose import GooseError, Vlan, decode_all_data, parse_header
 
 TABLES = Path(__file__).parent / "tables"
 #: How many recent (stNum, sqNum) pairs an A/B stream remembers to spot the second copy.
@@ -31,11 +39,16 @@ AB_WINDOW = 64
 
 
 def load_tables() -> dict[str, Table]:
-    return {n: Table.load(TABLES / f"{n}.yaml") for n in ("stream", "side", "ab_selector")}
+    names = ("stream", "side", "ab_selector", "lgos")
+    return {n: Table.load(TABLES / f"{n}.yaml") for n in names}
 
 
 class Stream:
-    """What the bank keeps per stream: machine ids and counters (the state is in machines)."""
+    """What the bank keeps per stream: machine ids and counters (the state is in machines).
+
+    A subscription is one `Stream` for its real frames, with `sim` the `Stream` of its
+    simulated frames once one arrived (`parent` points back); both share the LGOS machine.
+    """
 
     __slots__ = (
         "ab",
@@ -43,23 +56,37 @@ class Stream:
         "counts",
         "gocb_ref",
         "id",
+        "is_sim",
         "label",
+        "lgos",
         "memory",
+        "parent",
         "recent",
         "side_ids",
+        "sim",
         "sub",
         "vlan_sides",
     )
 
     def __init__(
-        self, sid: str, label: str, gocb_ref: str, appid: int, sub: SubscriptionCfg | None
+        self,
+        sid: str,
+        label: str,
+        gocb_ref: str,
+        appid: int,
+        sub: SubscriptionCfg | None,
+        parent: Stream | None = None,
     ) -> None:
         self.id = sid
         self.label = label
         self.gocb_ref = gocb_ref
         self.appid = appid
         self.sub = sub
-        self.ab = sub.ab if sub is not None else None
+        self.parent = parent
+        self.is_sim = parent is not None
+        self.sim: Stream | None = None
+        self.lgos: Any = parent.lgos if parent is not None else None
+        self.ab = sub.ab if sub is not None and parent is None else None
         self.counts: Counter[str] = Counter()
         self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
         self.side_ids: dict[str, str] = {}
@@ -78,10 +105,13 @@ class SubscriberBank:
         runner: Runner,
         subscriptions: list[SubscriptionCfg] | None = None,
         tables: dict[str, Table] | None = None,
+        simulation: bool = False,
     ) -> None:
         self.runner = runner
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
+        #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
+        self.simulation = simulation
         self.observer = not self.subs
         self.streams: dict[tuple[bytes, int, str], Stream] = {}
         self.by_id: dict[str, Stream] = {}
@@ -98,11 +128,19 @@ class SubscriberBank:
 
         Returns (stream or None, header or None, status): status is "judged" (the stream
         machine's verdict arrives through the runner's effect sink), "malformed",
-        "unmatched", or "duplicate" (the second copy of an A/B frame, or a copy from the
-        standby side in preferred mode: supervised, not delivered)."""
+        "unmatched", "foreign_source" (another source MAC than the stream's), or
+        "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
+        preferred mode: supervised, not delivered)."""
         key = stream_key(buf)
         stream = self.fast.get(key) if key is not None else None
-        sq = stream.memory.repeat_sq(buf) if stream is not None else None
+        sq = None
+        if stream is not None:
+            mem = stream.memory
+            sq = mem.repeat_sq(buf) if mem is not None else None
+            if sq is None and stream.sim is not None and stream.sim.memory is not None:
+                sq = stream.sim.memory.repeat_sq(buf)
+                if sq is not None:
+                    stream = stream.sim
         if sq is not None:
             # the stream's last frame with a new sqNum: nothing to parse or re-check
             hdr = Facts(stream.memory.hdr, sq)
@@ -125,13 +163,23 @@ class SubscriberBank:
             elif stream.sub is not None and not _filters_match(stream.sub, full):
                 self.unmatched += 1
                 return None, full, "unmatched"
+            if is_simulated(full):
+                stream = stream.sim or self._open_sim(stream, now_ns)
+            expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
+            if expected is None:
+                self.runner.feed(stream.lgos.id, "source", now_ns, (stream.is_sim, full.src))
+            elif full.src != expected:
+                stream.counts["foreign_source"] += 1
+                return stream, full, "foreign_source"
             if key is not None:
                 stream.memory = Memory(buf, full)
-                self.fast[key] = stream
+                self.fast[key] = stream.parent or stream
             hdr = Facts(full)
         if stream.vlan_sides and vlan is not None:
             side = stream.vlan_sides.get(vlan.id, side)
-        frame = FrameIn(hdr, side)
+        lgos = stream.lgos
+        lctx = lgos.ctx
+        frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]))
         runner = self.runner
         if stream.side_ids:
             runner.feed(stream.side_ids[side], "frame", now_ns, frame)
@@ -150,6 +198,23 @@ class SubscriberBank:
         for e in runner.feed(stream.id, "frame", now_ns, frame).effects:
             if type(e) is FrameClassified:
                 stream.counts[e.cls] += 1
+        refused = frame.refused
+        if refused is not None:
+            stream.counts[f"refused_{refused}"] += 1
+        # the receive rules' answer moves the LGOS only when it changes anything
+        if stream.is_sim:
+            if refused is None and not lctx["sim"] and lctx["sim_mode"]:
+                runner.feed(lgos.id, "switch", now_ns)
+                lctx = lgos.ctx
+            active = lctx["sim"]
+        else:
+            active = not lctx["sim"]
+        if active:
+            if refused is not None:
+                if lgos.state != "invalid" or lctx["err"] != refused:
+                    runner.feed(lgos.id, refused, now_ns)
+            elif lgos.state != "valid" and runner.machines[stream.id].ctx["gate_ok"]:
+                runner.feed(lgos.id, "ok", now_ns)
         return stream, hdr, "judged"
 
     def _open(self, key, hdr, now_ns: int) -> Stream | None:
@@ -161,6 +226,14 @@ class SubscriberBank:
         label = sub.label if sub is not None else hdr.gocb_ref
         sid = f"{label}@{hdr.appid:04x}/{format_mac(hdr.dst)}"
         stream = Stream(sid, label, hdr.gocb_ref, hdr.appid, sub)
+        lgos = self.tables["lgos"].new(
+            f"lgos:{sid}",
+            stream=sid,
+            sim_mode=self.simulation,
+            src=sub.src if sub is not None else None,
+        )
+        self.runner.start(lgos, now_ns)
+        stream.lgos = lgos
         ctx: dict[str, Any] = {"stream": sid}
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
@@ -181,6 +254,114 @@ class SubscriberBank:
         self.streams[key] = stream
         self.by_id[sid] = stream
         return stream
+
+    def _open_sim(self, parent: Stream, now_ns: int) -> Stream:
+        """The machine of a subscription's simulated stream, at its first simulated frame.
+
+        It expects the subscription's confRev (configured, else the real stream's first
+        seen) and shape; its source is learned on its own (a test set has its own MAC)."""
+        real = self.runner.machines[parent.id].ctx
+        sid = parent.id.replace("@", "~sim@", 1)
+        sim = Stream(sid, parent.label, parent.gocb_ref, parent.appid, parent.sub, parent)
+        rev = real["expect_conf_rev"] if real["expect_conf_rev"] is not None else real["conf_rev"]
+        m = self.tables["stream"].new(
+            sid,
+            stream=sid,
+            side="sim",
+            simulated=True,
+            expect_conf_rev=rev,
+            expect_shape=real["expect_shape"],
+        )
+        self.runner.start(m, now_ns)
+        parent.sim = sim
+        self.by_id[sid] = sim
+        return sim
+
+    # -- simulation mode and stream loss --------------------------------------------------
+
+    def set_simulation(self, on: bool, now_ns: int) -> None:
+        """The controller's simulation mode: every subscription's LGOS learns it; switching
+        it off sends switched subscriptions back to their real streams."""
+        self.simulation = on
+        for stream in self.streams.values():
+            self.runner.feed(stream.lgos.id, "sim_on" if on else "sim_off", now_ns)
+
+    def on_stream_lost(self, report: StreamState, now_ns: int) -> None:
+        """TAL expired on a stream machine: the subscription is invalid if it was the one
+        whose values act (the real stream, or the simulated one once switched)."""
+        stream = self.by_id.get(report.stream)
+        if stream is None:
+            return
+        lgos = stream.lgos
+        if stream.is_sim != lgos.ctx["sim"]:
+            return
+        if lgos.state != "invalid" or lgos.ctx["err"] != "lost":
+            self.runner.feed(lgos.id, "lost", now_ns)
+
+    # -- the LGOS view --------------------------------------------------------------------
+
+    def active(self, stream: Stream) -> Stream:
+        """The stream whose values act: the simulated one while switched to it."""
+        parent = stream.parent or stream
+        if parent.lgos.ctx["sim"] and parent.sim is not None:
+            return parent.sim
+        return parent
+
+    def view(self, stream_id: str) -> LgosView:
+        stream = self.by_id[stream_id]
+        parent = stream.parent or stream
+        lgos = parent.lgos
+        lc = lgos.ctx
+        twin = self.active(parent)
+        tc = self.runner.machines[twin.id].ctx
+        rev = tc["expect_conf_rev"] if tc["expect_conf_rev"] is not None else tc["conf_rev"]
+        src = lc["sim_src"] if twin.is_sim else lc["src"]
+        refused: dict[str, int] = {}
+        for s in (parent, parent.sim):
+            if s is None:
+                continue
+            for k, n in s.counts.items():
+                if k.startswith("refused_"):
+                    k = k[8:]
+                elif k != "foreign_source":
+                    continue
+                refused[k] = refused.get(k, 0) + n
+        return LgosView(
+            parent.id,
+            parent.label,
+            parent.gocb_ref,
+            parent.appid,
+            lgos.state == "valid",
+            bool(lc["sim"]),
+            tc["st"],
+            rev,
+            tc["rx_conf_rev"],
+            lc["err"],
+            bool(tc["nds_com"]),
+            format_mac(src) if src is not None else None,
+            tuple(sorted(refused.items())),
+        )
+
+    def views(self) -> list[LgosView]:
+        return [self.view(s.id) for s in self.streams.values()]
+
+    def current_values(self, stream_id: str) -> tuple[str, tuple] | None:
+        """(stream id, values) of the state that acts now, or None while the subscription
+        is not valid: what an application re-reads when its own mode changes."""
+        stream = self.by_id.get(stream_id)
+        if stream is None:
+            return None
+        parent = stream.parent or stream
+        if parent.lgos.state != "valid":
+            return None
+        twin = self.active(parent)
+        data = self.runner.machines[twin.id].ctx["data"]
+        if data is None:
+            return None
+        try:
+            return twin.id, decode_all_data(data)
+        except GooseError:
+            return None
 
     # -- side events --------------------------------------------------------------------
 
@@ -211,7 +392,18 @@ class SubscriberBank:
                     "state": self.runner.machines[s.id].state,
                     "sides": {k: self.runner.machines[v].state for k, v in s.side_ids.items()},
                     "counts": dict(sorted(s.counts.items())),
+                    "lgos": self.view(s.id).as_json(),
                 }
+                | (
+                    {
+                        "simulated": {
+                            "state": self.runner.machines[s.sim.id].state,
+                            "counts": dict(sorted(s.sim.counts.items())),
+                        }
+                    }
+                    if s.sim is not None
+                    else {}
+                )
                 for s in self.streams.values()
             },
             "unmatched": self.unmatched,

@@ -47,7 +47,9 @@ def alarm(name: str):
 
 
 def close_blockers(ctx) -> list[str]:
-    """Why a close would be refused now (empty: permitted)."""
+    """Why a close would be refused now (empty: permitted). Every interlock the config
+    names is in `interlocks` from the start (`no data`): a close needs each one valid and
+    permitting."""
     out = [f"interlock {n} {s}" for n, s in sorted(ctx["interlocks"].items()) if s != "permit"]
     if not ctx["spring_charged"]:
         out.append("spring not charged")
@@ -79,17 +81,18 @@ def store_interlock(ctx, ev):
 
 @REGISTRY.action
 def block_interlocks(ctx, ev):
-    """TAL expired: the interlocks fed by the stream go to their safe state (blocked)."""
+    """TAL expired: an alarm. The interlocks fed by the stream are already blocked: their
+    inputs fell back to fail-safe (`interlock` events, controller/logic/mapping.py)."""
     p = ev.payload
     return [
-        {"interlocks": dict.fromkeys(p["interlocks"], "lost"), "lost_streams": {p["stream"]: True}},
+        {"lost_streams": {p["stream"]: True}},
         Alarm(f"stream_lost:{p['stream']}", True, ", ".join(p["interlocks"])),
     ]
 
 
 @REGISTRY.action
 def stream_back(ctx, ev):
-    # interlocks stay blocked until the stream delivers data again (an `interlock` event)
+    # interlocks stay blocked until their inputs are valid again (an `interlock` event)
     stream = ev.payload["stream"]
     if not ctx["lost_streams"].get(stream):
         return None

@@ -1,16 +1,19 @@
 """The controller's configuration: GOOSE, the device, the logic, and the maps between them.
 
 Inputs map subscribed data-set members (by stream and member index or name, with an
-optional path into structures) to bay events; publications map bay topics to configured
-GOOSE publishers and say where each published member's value comes from.
+optional path into structures) to bay events, name the member holding their quality, and
+declare their fail-safe value; publications map bay topics to configured GOOSE publishers
+and say where each published member's value comes from. The controller's behaviour mode
+(IEC 61850-7-4 Mod/Beh) and simulation mode (LPHD.Sim) start as `logic.mode` and
+`logic.simulation` say.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from controller.goose.config import GooseConfig
 
@@ -26,12 +29,45 @@ class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class InputMap(_Cfg):
-    """One subscribed member -> one bay event."""
+#: The controller's behaviour modes (IEC 61850-7-4 Beh), as written in configs and commands.
+MODES = ("on", "test", "test-blocked", "off")
+Mode = Literal["on", "test", "test-blocked", "off"]
+#: What an interlock input's value is while it is not valid: nothing that could permit.
+UNKNOWN = "unknown"
 
+
+def _mode(v: Any) -> Any:
+    """YAML 1.1 reads a bare `on`/`off` as a boolean; `test/blocked` is the 7-4 spelling."""
+    if v is True:
+        return "on"
+    if v is False:
+        return "off"
+    if isinstance(v, str):
+        return v.strip().lower().replace("/", "-").replace("_", "-")
+    return v
+
+
+class InputMap(_Cfg):
+    """One subscribed member -> one bay event, with its quality and its fail-safe value."""
+
+    name: str | None = Field(
+        default=None, description="how reports call it (default: the stream, or stream.member)"
+    )
     stream: str = Field(description="subscription name, or its gocb_ref")
     member: int | str = Field(description="index in the data set, or a name in member_names")
     path: list[int] = Field(default_factory=list, description="indexes into structures")
+    quality: int | str | None = Field(
+        default=None, description="the member holding this input's quality (e.g. Tr.q)"
+    )
+    quality_path: list[int] = Field(default_factory=list)
+    accept_questionable: bool = Field(
+        default=False, description="act on a value whose quality is questionable"
+    )
+    failsafe: bool | str | int | None = Field(
+        default=None,
+        description="the value used before the first valid one, after the stream is lost, "
+        "and while the receive rules refuse the data (default: false; an interlock: unknown)",
+    )
     event: Literal["protection_trip", "close_request", "interlock"]
     when: Literal["rising", "falling", "change"] = "rising"
     interlock: str | None = None
@@ -41,7 +77,18 @@ class InputMap(_Cfg):
     def _interlock_named(self) -> InputMap:
         if (self.event == "interlock") != (self.interlock is not None):
             raise ValueError("an interlock input needs `interlock: NAME` (and only it does)")
+        if self.event == "interlock" and self.failsafe_value in self.permit_when:
+            raise ValueError(
+                f"failsafe {self.failsafe_value!r} is in permit_when: lost or refused data "
+                "would permit a close"
+            )
         return self
+
+    @property
+    def failsafe_value(self) -> bool | str | int:
+        if self.failsafe is not None:
+            return self.failsafe
+        return UNKNOWN if self.event == "interlock" else False
 
 
 class PublicationMap(_Cfg):
@@ -65,6 +112,14 @@ class LogicCfg(_Cfg):
     table: Path = TABLES / "bay.yaml"
     breaker_failure_ms: float = Field(default=150, gt=0)
     close_timeout_ms: float = Field(default=500, gt=0)
+    mode: Mode = Field(
+        default="on", description="behaviour mode at start: on, test, test-blocked, off"
+    )
+    simulation: bool = Field(
+        default=False, description="simulation mode (LPHD.Sim) at start: take simulated GOOSE"
+    )
+
+    _mode = field_validator("mode", mode="before")(_mode)
 
 
 class ControllerConfig(_Cfg):
@@ -90,12 +145,16 @@ class ControllerConfig(_Cfg):
                     f"inputs[{i}].stream: {inp.stream!r} is not a subscription "
                     f"(known: {', '.join(sorted(streams)) or 'none'})"
                 )
-            if isinstance(inp.member, str) and inp.member not in self.member_names.get(
-                inp.stream, []
-            ):
-                raise ValueError(
-                    f"inputs[{i}].member: {inp.member!r} is not in member_names[{inp.stream!r}]"
-                )
+            for field in ("member", "quality"):
+                ref = getattr(inp, field)
+                if isinstance(ref, str) and ref not in self.member_names.get(inp.stream, []):
+                    raise ValueError(
+                        f"inputs[{i}].{field}: {ref!r} is not in member_names[{inp.stream!r}]"
+                    )
+        names = [self.input_name(i) for i in range(len(self.inputs))]
+        for i, name in enumerate(names):
+            if names.index(name) != i:
+                raise ValueError(f"inputs[{i}].name: {name!r} names another input too")
         for i, pub in enumerate(self.publications):
             cfg = pubs.get(pub.gocb_ref)
             if cfg is None:
@@ -109,7 +168,19 @@ class ControllerConfig(_Cfg):
                 )
         return self
 
-    def member_index(self, inp: InputMap) -> int:
-        if isinstance(inp.member, int):
-            return inp.member
-        return self.member_names[inp.stream].index(inp.member)
+    def member_index(self, inp: InputMap, ref: int | str | None = None) -> int:
+        """The data-set index of the input's member (or of `ref`, e.g. its quality)."""
+        ref = inp.member if ref is None else ref
+        if isinstance(ref, int):
+            return ref
+        return self.member_names[inp.stream].index(ref)
+
+    def input_name(self, i: int) -> str:
+        """The input's name: given, else its stream, else stream.member if the stream
+        feeds several inputs."""
+        inp = self.inputs[i]
+        if inp.name:
+            return inp.name
+        if sum(1 for x in self.inputs if x.stream == inp.stream) == 1:
+            return inp.stream
+        return f"{inp.stream}.{inp.member}"

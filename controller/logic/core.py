@@ -9,6 +9,12 @@ frames to send, bytes for the serial port, and reports for people (verdicts, str
 states, bay transitions, alarms). Effects chain inside one call — a trip frame becomes a
 TRIP command and a trip-acknowledged frame before `frame()` returns — which is the
 product's "transition latency" in process.
+
+What may act is decided before the bay sees anything: the GOOSE machines' receive rules
+(controller/goose/gate.py, per subscription, LGOS), then each input's quality and its
+fail-safe value (input machines, controller/logic/mapping.py). The controller's mode
+(tables/mode.yaml) decides whether test-flagged data acts, whether commands reach the
+device and whether anything is published.
 """
 
 from __future__ import annotations
@@ -17,18 +23,23 @@ from collections import deque
 from typing import Any
 
 from controller.engine import Journal, Runner, Table
-from controller.engine.effects import Notify
 from controller.engine.machine import Machine
-from controller.goose.effects import FrameClassified, SendFrame, StreamState
+from controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
 from controller.goose.hub import GooseHub
 from controller.link.core import LinkConfig, LinkCore
 from controller.link.effects import LinkEvent
-from controller.logic.config import ControllerConfig
-from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
-from controller.logic.mapping import Inputs, publication_values
+from controller.logic.config import MODES, TABLES, ControllerConfig
+from controller.logic.effects import (
+    DeviceCommand,
+    InputChanged,
+    PublishTopic,
+)
+from controller.logic.mapping import NO_DATA, Inputs, Rule, publication_values, reason_of
+from controller.logic.mode_actions import MODE_OF, STATE_OF, TEST_STATES, WITHHOLDING
 from protocols.goose import Dbpos, Vlan
 
 BAY = "bay"
+MODE = "mode"
 LINK_SEQ_KEY = "link.next_seq"
 SEQ_MARGIN = 64
 
@@ -57,22 +68,47 @@ class BayController:
         self.observers: list = []
         self._seq_recorded: int | None = None
         self.table = Table.load(config.logic.table)
-        self.stream_names: dict[str, tuple[str, str]] = {}
-        self.inputs = Inputs(config, self.stream_names)
+        self.inputs = Inputs(config, self._names_of)
         self.pubs_by_topic: dict[str, list] = {}
         for pub in config.publications:
             self.pubs_by_topic.setdefault(pub.topic, []).append(pub)
         self.frames: list[SendFrame] = []
         self.reports: list[Any] = []
         self._now = now_ns
+        # every interlock blocks until its input has delivered a valid value
+        interlocks = {r.interlock: NO_DATA for r in self.inputs.all if r.interlock is not None}
         self.bay: Machine = self.table.new(
-            BAY, bf_ms=config.logic.breaker_failure_ms, close_ms=config.logic.close_timeout_ms
+            BAY,
+            bf_ms=config.logic.breaker_failure_ms,
+            close_ms=config.logic.close_timeout_ms,
+            interlocks=interlocks,
         )
         self.utc_offset_ns = 0
         # the bay runs on the hub's runner: one timer heap, one journal, and its effects
         # arrive through the hub's sink like the GOOSE machines' do
         self.runner.on_step = self._note_step
         self.runner.start(self.bay, now_ns)
+        self.mode: Machine = Table.load(TABLES / "mode.yaml").new(
+            MODE, simulation=config.logic.simulation
+        )
+        self.runner.start(self.mode, now_ns)
+        if config.logic.mode != "on":
+            self.runner.feed(MODE, f"set_{STATE_OF[config.logic.mode]}", now_ns, "config")
+        input_table = Table.load(TABLES / "input.yaml")
+        self.input_machines: dict[str, Machine] = {}
+        for rule in self.inputs.all:
+            m = input_table.new(
+                rule.machine_id,
+                input=rule.name,
+                stream=rule.stream,
+                kind=rule.event,
+                failsafe=rule.failsafe,
+                permit_when=list(rule.permit_when) if rule.interlock is not None else None,
+                value=rule.failsafe,
+            )
+            self.runner.start(m, now_ns)
+            self.input_machines[rule.name] = m
+        self.reports.extend(self.hub.drain())
 
     def _note_step(self, machine: Machine, step, now_ns: int) -> None:
         if machine is self.bay:
@@ -88,7 +124,93 @@ class BayController:
 
     def start(self, now_ns: int) -> None:
         self._now = now_ns
-        self._settle(self.hub.start(now_ns, self._utc), now_ns)
+        muted = self.mode.state == "off"
+        self._settle(self.hub.start(now_ns, self._utc, muted=muted), now_ns)
+
+    def _names_of(self, stream_id: str) -> tuple[str, ...]:
+        stream = self.hub.bank.by_id.get(stream_id)
+        return (stream.label, stream.gocb_ref) if stream is not None else ()
+
+    # -- modes ----------------------------------------------------------------------------
+
+    @property
+    def mode_name(self) -> str:
+        """The behaviour mode as written: on, test, test-blocked, off."""
+        return MODE_OF[self.mode.state]
+
+    @property
+    def simulation(self) -> bool:
+        return bool(self.mode.ctx["simulation"])
+
+    def set_mode(self, mode: str, now_ns: int, origin: str = "operator") -> bool:
+        """Switch the behaviour mode (journaled); False if it already was `mode`.
+
+        Leaving or entering `off` silences or resumes the publishers; a change of test-ness
+        re-reads every input (test-flagged data acts only in test) and republishes every
+        data set, so the quality test bit on the wire says what the controller is in."""
+        mode = mode.strip().lower().replace("/", "-").replace("_", "-")
+        if mode not in STATE_OF:
+            raise ValueError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
+        before = self.mode.state
+        if STATE_OF[mode] == before:
+            return False
+        self._now = now_ns
+        self.runner.feed(MODE, f"set_{STATE_OF[mode]}", now_ns, origin)
+        effects = self.hub.drain()
+        after = self.mode.state
+        if (before == "off") != (after == "off"):
+            effects += self.hub.mute(after == "off", now_ns)
+        self._settle(effects, now_ns)
+        if (before in TEST_STATES) != (after in TEST_STATES):
+            self._reread_inputs(now_ns)
+        if after != "off" and (
+            before == "off" or (before in TEST_STATES) != (after in TEST_STATES)
+        ):
+            self._settle([PublishTopic(t) for t in self.pubs_by_topic], now_ns)
+        return True
+
+    def set_simulation(self, on: bool, now_ns: int, origin: str = "operator") -> bool:
+        """Switch simulation mode (LPHD.Sim, journaled); False if it already was `on`."""
+        if bool(on) == self.simulation:
+            return False
+        self._now = now_ns
+        self.runner.feed(MODE, "sim_on" if on else "sim_off", now_ns, origin)
+        effects = self.hub.drain()
+        effects += self.hub.set_simulation(bool(on), now_ns)
+        self._settle(effects, now_ns)
+        return True
+
+    def _reread_inputs(self, now_ns: int) -> None:
+        """Read every input again from the state its stream acts on now."""
+        test = self.mode.state in TEST_STATES
+        bank = self.hub.bank
+        for rule in self.inputs.all:
+            stream = next(
+                (s for s in bank.streams.values() if rule.stream in (s.label, s.gocb_ref)), None
+            )
+            current = bank.current_values(stream.id) if stream is not None else None
+            if current is not None:
+                self._input(rule, *rule.read(current[1], test), now_ns)
+
+    def status(self) -> dict[str, Any]:
+        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS."""
+        return {
+            "mode": self.mode_name,
+            "simulation": self.simulation,
+            "breaker": self.bay.state,
+            "position": self.bay.ctx["position"],
+            "link": self.link.state,
+            "interlocks": dict(self.bay.ctx["interlocks"]),
+            "inputs": {
+                name: {
+                    "state": m.state,
+                    "value": m.ctx["value"],
+                    **({"reason": m.ctx["reason"]} if m.state != "valid" else {}),
+                }
+                for name, m in self.input_machines.items()
+            },
+            "lgos": [v.as_json() for v in self.hub.lgos()],
+        }
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:
         self._now = now_ns
@@ -107,9 +229,9 @@ class BayController:
         self.link.opened(now_ns)
         self._settle([], now_ns)
 
-    def closed(self, now_ns: int) -> None:
-        """The serial port went away."""
-        self.link.closed(now_ns)
+    def closed(self, now_ns: int, reason: str | None = None) -> None:
+        """The serial port went away (`reason`: why the shell gave it up, see LinkCore)."""
+        self.link.closed(now_ns, reason)
         self._settle([], now_ns)
 
     @property
@@ -198,27 +320,60 @@ class BayController:
             for obs in self.observers:
                 obs(e)
             if e.deliver:
-                stream = self.hub.bank.by_id.get(e.stream)
-                if stream is not None and e.stream not in self.stream_names:
-                    self.stream_names[e.stream] = (stream.label, stream.gocb_ref)
-                for ev, payload in self.inputs.frame_events(e):
-                    self._bay(ev, now_ns, payload)
+                rules = self.inputs.rules_for(e.stream)
+                if rules:
+                    test = self.mode.state in TEST_STATES
+                    for rule in rules:
+                        self._input(rule, *rule.read(e.values, test), now_ns, queue)
+        elif t is InputChanged:
+            self.reports.append(e)
+            for ev, payload in self.inputs.bay_events(e):
+                self._bay(ev, now_ns, payload)
+        elif t is LgosView:
+            self.reports.append(e)
+            if not e.st:
+                reason = reason_of(e.err)
+                for rule in self.inputs.rules_for(e.stream):
+                    self._input(rule, False, reason, now_ns, queue)
         elif t is StreamState:
             self.reports.append(e)
-            for ev, payload in self.inputs.stream_events(e):
+            events = self.inputs.stream_events(e, self._names_of(e.stream))
+            for ev, payload in events:
                 self._bay(ev, now_ns, payload)
         elif t is DeviceCommand:
-            self.reports.append(e)
-            self.link.send_command(e.command, now_ns)
+            if self.mode.state in WITHHOLDING:
+                self.runner.feed(MODE, "withhold", now_ns, e)
+                queue.extend(self.hub.drain())
+            else:
+                self.reports.append(e)
+                self.link.send_command(e.command, now_ns)
         elif t is PublishTopic:
             self.reports.append(e)
+            test = self.mode.state in TEST_STATES
             for pub in self.pubs_by_topic.get(e.topic, ()):
-                values = publication_values(pub, self.bay.state, self.bay.ctx, self._utc)
+                values = publication_values(pub, self.bay.state, self.bay.ctx, self._utc, test)
                 queue.extend(self.hub.publish(pub.gocb_ref, values, now_ns, self._utc))
-        elif t is Alarm or t is Notify:
-            self.reports.append(e)
         else:
             self.reports.append(e)
+
+    def _input(
+        self, rule: Rule, valid: bool, value: Any, now_ns: int, queue: deque | None = None
+    ) -> None:
+        """One input read: its machine moves only if validity, value or reason changed;
+        what that means for the bay joins `queue` (or is settled at once without one)."""
+        m = self.input_machines[rule.name]
+        if valid:
+            if m.state == "valid" and m.ctx["value"] == value:
+                return
+            self.runner.feed(m.id, "valid", now_ns, value)
+        else:
+            if m.state != "valid" and m.ctx["reason"] == value:
+                return
+            self.runner.feed(m.id, "invalid", now_ns, value)
+        if queue is None:
+            self._settle(self.hub.drain(), now_ns)
+        else:
+            queue.extend(self.hub.drain())
 
     def _link_events(self, le: LinkEvent) -> list[tuple[str, Any]]:
         kind = le.kind

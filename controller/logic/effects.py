@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from controller.engine.effects import Effect
 
@@ -30,3 +31,39 @@ class Alarm(Effect):
     name: str
     active: bool
     detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class InputChanged(Effect):
+    """An input of the bay logic changed its validity or its value. `value` is what acts
+    now: the member's value while `valid`, the declared fail-safe value otherwise;
+    `previous` is what acted before; `event` is the bay event the input feeds.
+    `consequence` says what it means for the bay."""
+
+    input: str
+    stream: str
+    event: str
+    valid: bool
+    value: Any
+    previous: Any
+    reason: str
+    consequence: str
+
+
+@dataclass(frozen=True, slots=True)
+class ModeChanged(Effect):
+    """The controller's behaviour mode (on, test, test-blocked, off) or simulation mode
+    changed; `origin` says who asked (config, operator, command line)."""
+
+    mode: str
+    simulation: bool
+    origin: str
+
+
+@dataclass(frozen=True, slots=True)
+class CommandWithheld(Effect):
+    """The logic asked for a device command that the mode keeps from the device."""
+
+    command: str
+    reason: str
+    mode: str

@@ -20,7 +20,7 @@ from controller.goose.hub import GooseHub
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.loop import VirtualWire
-from controller.runtime.scenario import EPOCH, S, publishers_config
+from controller.runtime.scenario import CILO, EPOCH, S, publishers_config
 from firmware_sim.core import Firmware
 from protocols.goose import Boolean, Quality
 
@@ -40,9 +40,10 @@ class TripBench:
         self.bay = BayController(cfg, EPOCH)
         self.fw = Firmware(now_ns=EPOCH)
         self.wire = VirtualWire(self.bay, self.fw, start_ns=EPOCH)
-        prot = [p for p in publishers_config().publishers if p.name == "prot-A"]
-        self.ied = GooseHub(GooseConfig(publishers=prot))
-        self.ied_id = next(iter(self.ied.publishers))
+        # the protection IED's trip and bay 2's interlock: a close needs a valid permit
+        ieds = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO)]
+        self.ied = GooseHub(GooseConfig(publishers=ieds))
+        self.ied_id = "pub:prot-A"
         self.bay.start(EPOCH)
         self.bay.opened(EPOCH)
         self.wire.run_until(EPOCH + 100 * MS)

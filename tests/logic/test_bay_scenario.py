@@ -156,8 +156,8 @@ def test_lost_interlock_stream_blocks_close_and_alarms(tmp_path):
     bay, reports, _, _ = run(tmp_path, scn, "lost")
     assert at(reports, Alarm, name="stream_lost:bay2-cilo", active=True)
     refused = [r.data for _, r in reports if isinstance(r, Notify) and r.topic == "close_refused"]
-    assert ("interlock bay2 lost",) in refused
-    assert bay.bay.ctx["interlocks"]["bay2"] == "lost"
+    assert ("interlock bay2 invalid (lost)",) in refused
+    assert bay.bay.ctx["interlocks"]["bay2"] == "invalid (lost)"
 
 
 def test_bad_config_names_file_key_and_reason(tmp_path):

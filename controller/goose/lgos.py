@@ -1,0 +1,31 @@
+"""Actions of the LGOS table (tables/lgos.yaml) and the LGOS view built from it.
+
+The LGOS machine of a subscription holds what the receive rules decided (St, ErrSt, SimSt,
+the expected source); the view adds the stream machines' numbers (LastStNum, ConfRevNum,
+RxConfRevNum, NdsCom) at the moment it is built, so those need no dispatch per frame.
+"""
+
+from __future__ import annotations
+
+from controller.engine.registry import Registry
+from controller.goose.effects import LgosChanged
+
+REGISTRY = Registry("goose-lgos")
+
+
+@REGISTRY.action
+def changed(ctx, ev):
+    return LgosChanged(ctx["stream"])
+
+
+@REGISTRY.action
+def refuse(ctx, ev):
+    """The event is the rule that refused the stream's data: it becomes ErrSt."""
+    return {"err": ev.name}
+
+
+@REGISTRY.action
+def learn_source(ctx, ev):
+    """The first source MAC seen for the real (or the simulated) stream is the expected one."""
+    simulated, mac = ev.payload
+    return {"sim_src" if simulated else "src": mac}
