@@ -10,6 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from xml.sax.saxutils import quoteattr
 
+_CMV = (
+    "structure",
+    (("structure", (("structure", ("floating-point/32",)),)), "bit-string/13", "utc-time"),
+)
 #: kind -> (DO name, DA path or None for a DO-level FCDA, fc, MMS type as data_shape gives it)
 KINDS: dict[str, tuple[str, str | None, str, object]] = {
     "bool": ("Ind", "stVal", "ST", "boolean"),
@@ -30,24 +34,8 @@ KINDS: dict[str, tuple[str, str | None, str, object]] = {
         ("structure", (("structure", ("floating-point/32",)), "bit-string/13", "utc-time")),
     ),
     "arr": ("Arr", "vals", "ST", ("array", ("integer", "integer", "integer"))),
-    "wye": (
-        "A",
-        None,
-        "MX",
-        (
-            "structure",
-            (
-                (
-                    "structure",
-                    (("structure", ("floating-point/32",)), "bit-string/13", "utc-time"),
-                ),
-                (
-                    "structure",
-                    (("structure", ("floating-point/32",)), "bit-string/13", "utc-time"),
-                ),
-            ),
-        ),
-    ),
+    # WYE [MX]: phsA and phsB (SDOs of type CMV), each cVal (T_VEC: mag, a T_AV: f), q, t
+    "wye": ("A", None, "MX", ("structure", (_CMV, _CMV))),
 }
 
 TEMPLATES = """\
