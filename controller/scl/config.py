@@ -403,8 +403,9 @@ def load_overlay(
     scl = read_scl(scl_path)
     base, _notes = config_data(scl, ied or ref.get("ied"))
     rest = {k: v for k, v in overlay.items() if k != "scl"}
-    if "goose" not in model.model_fields:
-        # a GooseConfig overlay: its keys are the goose section's
+    if "goose" not in model.model_fields and "goose" not in rest:
+        # a GooseConfig overlay (replay, listen): its keys are the goose section's; a
+        # controller overlay (with `goose:`) gives replay and listen its goose section
         rest = {"goose": rest}
         base_line_of = line_of
         line_of = lambda p: base_line_of(p[1:] if p and p[0] == "goose" else p)  # noqa: E731
