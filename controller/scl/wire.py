@@ -161,7 +161,7 @@ def _fmt(name: str, values: list) -> str:
             return f"0x{v:04x}"
         if isinstance(v, bytes):
             return format_mac(v)
-        if isinstance(v, float):
+        if name in ("minTime", "maxTime"):
             return f"{v:g} ms"
         return str(v)
 
