@@ -12,6 +12,8 @@ The suite fails if p99 of (1) or (2) exceeds 4 ms (targets: 200 us and 1 ms).
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from benchmarks.percentiles import ratio, summarise
@@ -49,7 +51,7 @@ def test_in_process_trip(benchmark, short, floors):
 @pytest.mark.parametrize(("load_fps", "spin"), [(0, False), (0, True), (5000, False)])
 def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     require_root()
-    n = 30 if short else 300
+    n = 1000 if short else 5000  # a p99 needs >= 1,000 samples (one in a hundred is the tail)
     with WireFloor() as wf:
         wire_floor = summarise(
             "floor: raw-socket echo round trip", GROUP, wf.sample(2000 if short else 20000)
@@ -61,6 +63,10 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
         times = [trip.sample() for _ in range(n)]
     finally:
         trip.close()
+    # the controller's own view (socket read -> effects out, every frame it handled): tells
+    # a slow trip inside goosectl from one lost to scheduling outside it
+    inside = json.loads(trip.controller_report or "{}").get("frame_latency_us", {})
+    benchmark.extra_info["controller_frame_latency_us"] = inside
     name = (
         "wire: trip sent -> trip-ack received"
         + (f" (+50 streams, {load_fps} frames/s)" if load_fps else "")
@@ -71,4 +77,4 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     ratio(res, floors["pty"])
     benchmark.extra_info.update(res.as_dict())
     benchmark.pedantic(lambda: None, rounds=1)
-    assert res.p99 < HARD_LIMIT_US
+    assert res.p99 < HARD_LIMIT_US, f"{name}: p99 {res.p99:.0f} us; goosectl's own: {inside}"

@@ -70,6 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--open-ms", type=int, help="boot-time open time (default 30)")
     p.add_argument("--close-ms", type=int, help="boot-time close time (default 60)")
     p.add_argument("--spring-ms", type=int, help="boot-time spring charge time (default 5000)")
+    p.add_argument(
+        "--anti-pump",
+        type=int,
+        choices=(0, 1),
+        help="boot-time anti-pumping (default 1; 0 lets a bench cycle the breaker at once)",
+    )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.set_defaults(func=cmd_sim)
 
@@ -100,6 +106,7 @@ def board_config(args: argparse.Namespace) -> dict:
         (args.open_ms, ConfigParam.OPEN_TIME_MS, breaker, "open_time_ms"),
         (args.close_ms, ConfigParam.CLOSE_TIME_MS, breaker, "close_time_ms"),
         (args.spring_ms, ConfigParam.SPRING_CHARGE_MS, spring, "spring_charge_ms"),
+        (args.anti_pump, ConfigParam.ANTI_PUMP, breaker, "anti_pump"),
     ):
         if value is None:
             continue

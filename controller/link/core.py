@@ -45,13 +45,21 @@ class LinkConfig:
     response_timeout_ms: float = 50
     max_retries: int = 3
     reconnect_ms: float = 500
+    #: a port that cannot be opened is retried after reconnect_ms, doubling up to this
+    reconnect_max_ms: float = 8000
     resync_retry_ms: float = 400
     idle_ms: float = 1000
     first_seq: int = 1
     device_config: dict[int, int] = field(default_factory=dict)  # CONFIGURE param -> value
 
     def __post_init__(self) -> None:
-        for name in ("response_timeout_ms", "reconnect_ms", "resync_retry_ms", "idle_ms"):
+        for name in (
+            "response_timeout_ms",
+            "reconnect_ms",
+            "reconnect_max_ms",
+            "resync_retry_ms",
+            "idle_ms",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)}")
         if self.max_retries < 0:
@@ -107,6 +115,8 @@ class LinkCore:
             tables["link"].new(
                 "link",
                 reconnect_ms=c.reconnect_ms,
+                reconnect_base_ms=c.reconnect_ms,
+                reconnect_max_ms=max(c.reconnect_ms, c.reconnect_max_ms),
                 resync_retry_ms=c.resync_retry_ms,
                 idle_ms=c.idle_ms,
                 config={int(_check_config(p, v)): v for p, v in c.device_config.items()},
@@ -138,10 +148,12 @@ class LinkCore:
         self.decoder.reset()
         self._send("link", "opened", now_ns)
 
-    def closed(self, now_ns: int) -> None:
-        """The port went away (EOF, EIO, socket reset)."""
+    def closed(self, now_ns: int, reason: str | None = None) -> None:
+        """The port went away (EOF, EIO, socket reset), or the shell gave it up or could not
+        open it: `reason` ("port_stalled: ...", "port_unavailable: ...") raises an alarm
+        that clears when the port is open again."""
         self.decoder.reset()
-        self._send("link", "closed", now_ns)
+        self._send("link", "closed", now_ns, reason)
 
     def receive(self, data: bytes, now_ns: int) -> None:
         self.bus.advance(now_ns)

@@ -13,7 +13,7 @@ class LinkEvent:
     """An outcome the control logic can act on.
 
     kind: cmd_ok | cmd_failed | operation_complete | operation_failed | position_changed |
-    alarm | spring | inputs_changed | device_reset | link_state.
+    alarm | spring | inputs_changed | device_reset | link_state | protocol_error.
     A command re-issued after a device reset reports `reconciled` in its data.
     `seq`/`command` name the command concerned (if any); `reason` says why it failed;
     `data` carries the details (result, position, operate_ms, state ...).

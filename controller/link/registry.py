@@ -28,6 +28,10 @@ COMMANDS: dict[str, tuple[type[m.Message], tuple[str, ...]]] = {
     "reset": (m.Reset, ("mode",)),
     "configure": (m.Configure, ("param", "value")),
 }
+_SPEC_OF = {spec.cls: spec for spec in m.SPECS.values()}
+# command name -> its type code, which an ACK's `command` and a NACK's `rejected_type` echo
+TYPE_CODE: dict[str, int] = {name: int(_SPEC_OF[cls].code) for name, (cls, _) in COMMANDS.items()}
+TYPE_NAMES = frozenset(int(t) for t in m.MsgType)
 # commands that move the breaker, and the POSITION_CHANGE that completes them
 OPERATIONS: dict[str, tuple[m.PositionCause, m.Dbpos]] = {
     "trip": (m.PositionCause.TRIP_COMMAND, m.Dbpos.OFF),
@@ -78,9 +82,43 @@ def send_head(ctx, ev) -> list:
     return [{"queue": rest, "pending": head, "tries": 0}, Transmit(head[3])]
 
 
+def _answered_type(msg) -> int:
+    return int(msg.command) if isinstance(msg, m.Ack) else int(msg.rejected_type)
+
+
 @REGISTRY.guard
 def answers_pending(ctx, ev) -> bool:
+    pending = ctx["pending"]
+    return (
+        pending is not None
+        and pending[0] == ev.payload.seq
+        and _answered_type(ev.payload) == TYPE_CODE[pending[1]]
+    )
+
+
+@REGISTRY.guard
+def answers_pending_seq(ctx, ev) -> bool:
     return ctx["pending"] is not None and ctx["pending"][0] == ev.payload.seq
+
+
+@REGISTRY.action
+def wrong_answer(ctx, ev) -> list:
+    """Our seq, another command's type (SPEC 5.3): a protocol error, not an answer. The
+    command stays pending; its retries decide (a device that keeps answering wrongly ends
+    as unreachable, never as a command that ran)."""
+    msg, (seq, command, *_rest) = ev.payload, ctx["pending"]
+    got = m.MsgType(_answered_type(msg)).name if _answered_type(msg) in TYPE_NAMES else "?"
+    return [
+        {"protocol_errors": 1},
+        _out(
+            "protocol_error",
+            seq,
+            command,
+            "wrong_command",
+            answered=got,
+            response=type(msg).__name__.upper(),
+        ),
+    ]
 
 
 def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
@@ -182,7 +220,6 @@ RECONCILE: dict[str, str] = {
 assert RECONCILE.keys() == COMMANDS.keys(), "every command needs a reconciliation rule"
 
 # commands the device refuses until its POWER_UP is acknowledged: held while resyncing
-_SPEC_OF = {spec.cls: spec for spec in m.SPECS.values()}
 NEEDS_SYNC = frozenset(name for name, (cls, _) in COMMANDS.items() if _SPEC_OF[cls].needs_sync)
 
 
@@ -218,6 +255,41 @@ def abandon(reason: str):
 @REGISTRY.action
 def reopen(ctx, ev) -> Reopen:
     return Reopen()
+
+
+def _port_alarm(reason: str, active: bool) -> Outcome:
+    kind = reason.split(":", 1)[0]
+    return _out("alarm", alarm=kind, active=active, detail=reason)
+
+
+@REGISTRY.action
+def port_fault(ctx, ev) -> list | None:
+    """The shell gave the port up, or could not open it: an alarm naming the port, once
+    per cause (a port missing for an hour is one alarm, not 7,200)."""
+    reason = ev.payload
+    if not reason or reason == ctx["port_fault"]:
+        return None
+    out: list = [{"port_fault": reason}]
+    if ctx["port_fault"] and ctx["port_fault"].split(":", 1)[0] != reason.split(":", 1)[0]:
+        out.append(_port_alarm(ctx["port_fault"], False))
+    out.append(_port_alarm(reason, True))
+    return out
+
+
+@REGISTRY.action
+def backoff(ctx, ev) -> dict | None:
+    """Each failed reopen waits twice as long as the last, up to reconnect_max_ms."""
+    if not ev.payload:
+        return None
+    return {"reconnect_ms": min(ctx["reconnect_ms"] * 2, ctx["reconnect_max_ms"])}
+
+
+@REGISTRY.action
+def port_restored(ctx, ev) -> list:
+    out: list = [{"reconnect_ms": ctx["reconnect_base_ms"], "port_fault": None}]
+    if ctx["port_fault"]:
+        out.append(_port_alarm(ctx["port_fault"], False))
+    return out
 
 
 @REGISTRY.action

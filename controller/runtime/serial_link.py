@@ -15,7 +15,10 @@ The shell owns the port and nothing else: reconnecting is decided by the link ta
 from __future__ import annotations
 
 import contextlib
+import io
+import os
 import selectors
+import socket
 import time
 from collections import deque
 from collections.abc import Callable
@@ -29,6 +32,28 @@ from protocols.serial.port import PortError, open_serial
 PORT_ERRORS = (serial.SerialException, OSError)
 
 
+def write_now(port: serial.SerialBase, data: bytes) -> int:
+    """Write what the port takes without waiting; the number of bytes taken.
+
+    Not `port.write` with write_timeout=0: pyserial 3.5 retries EAGAIN in a busy loop
+    there, which is the very hang this avoids. A tty or pty fd is non-blocking as pyserial
+    opens it; a socket:// port's socket is asked not to wait; loop:// never blocks."""
+    sock = getattr(port, "_socket", None)
+    try:
+        if sock is not None:
+            return sock.send(data, socket.MSG_DONTWAIT)
+        fd = port.fileno()
+    except BlockingIOError:
+        return 0
+    except (AttributeError, io.UnsupportedOperation):
+        n = port.write(data)
+        return len(data) if n is None else n
+    try:
+        return os.write(fd, data)
+    except BlockingIOError:
+        return 0
+
+
 class SerialLink:
     def __init__(
         self,
@@ -40,6 +65,9 @@ class SerialLink:
         baudrate: int = 115_200,
         now_ns: int | None = None,
         core: Any = None,
+        write_deadline_s: float = 1.0,
+        max_unsent: int = 65_536,
+        exclusive: bool = True,
     ) -> None:
         """`core` is the sans-IO endpoint the port feeds: a `LinkCore` by default, or
         anything with its shape (the bay controller, which wraps one)."""
@@ -53,6 +81,14 @@ class SerialLink:
         self.bytes_in = 0
         self.bytes_out = 0
         self.open_errors: list[str] = []
+        #: bytes the port has not taken yet (writes never block the loop)
+        self.unsent = bytearray()
+        self._stuck_since: int | None = None
+        #: a port that takes no byte for this long, or holds more than `max_unsent`, is a
+        #: fault: closed, alarmed, reopened by the link table's backoff
+        self.write_deadline_ns = int(write_deadline_s * 1e9)
+        self.max_unsent = max_unsent
+        self.exclusive = exclusive
 
     # ------------------------------------------------------------------ port
 
@@ -61,10 +97,19 @@ class SerialLink:
         now = self._now(now_ns)
         self._close_port()
         try:
-            self.port = open_serial(self.url, baudrate=self.baudrate, timeout=0)
+            self.port = open_serial(
+                self.url,
+                baudrate=self.baudrate,
+                timeout=0,
+                write_timeout=0,
+                exclusive=self.exclusive,
+            )
         except PortError as exc:
             self.open_errors.append(str(exc))
+            del self.open_errors[:-10]
             self.core.reopen_wanted = False
+            self.core.closed(now, f"port_unavailable: {exc}")
+            self._flush(now)
             return False
         self.core.opened(now)
         self._flush(now)
@@ -74,6 +119,8 @@ class SerialLink:
         self._close_port()
 
     def _close_port(self) -> None:
+        self.unsent.clear()
+        self._stuck_since = None
         if self.port is not None:
             with contextlib.suppress(PORT_ERRORS):
                 self.port.close()
@@ -87,9 +134,9 @@ class SerialLink:
         except (AttributeError, *PORT_ERRORS):
             return None
 
-    def _lost(self, now: int) -> None:
+    def _lost(self, now: int, reason: str | None = None) -> None:
         self._close_port()
-        self.core.closed(now)
+        self.core.closed(now, reason)
 
     # ------------------------------------------------------------------ the round
 
@@ -120,17 +167,44 @@ class SerialLink:
 
     def _flush(self, now: int) -> None:
         out = self.core.take_output()
-        if out and self.port is not None:
-            try:
-                self.port.write(out)
-                self.bytes_out += len(out)
-            except PORT_ERRORS:
-                self._lost(now)
+        if self.port is not None and (out or self.unsent):
+            self.unsent += out
+            self._write(now)
         for ev in self.core.take_events():
             if self.on_event is not None:
                 self.on_event(ev)
             else:
                 self.events.append(ev)
+
+    def _write(self, now: int) -> None:
+        """Hand the port what it takes now; a port that stops taking bytes (a device that
+        no longer reads, a TCP peer that stalls) is a fault within the deadline, never a
+        loop blocked in write()."""
+        try:
+            n = write_now(self.port, bytes(self.unsent))
+        except PORT_ERRORS:
+            self._lost(now)
+            return
+        del self.unsent[:n]
+        self.bytes_out += n
+        if not self.unsent:
+            self._stuck_since = None
+            return
+        if n or self._stuck_since is None:
+            self._stuck_since = now
+        stalled = now - self._stuck_since >= self.write_deadline_ns
+        if stalled or len(self.unsent) > self.max_unsent:
+            why = (
+                f"took no byte for {self.write_deadline_ns / 1e9:g} s"
+                if stalled
+                else f"holds {len(self.unsent)} unsent bytes (limit {self.max_unsent})"
+            )
+            self._lost(now, f"port_stalled: {self.url} {why}")
+
+    @property
+    def wants_write(self) -> bool:
+        """Bytes wait for the port: the loop should wake when it is writable."""
+        return bool(self.unsent)
 
     # ------------------------------------------------------------------ API for the logic
 

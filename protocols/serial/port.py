@@ -10,9 +10,13 @@ or `loop://`.
 from __future__ import annotations
 
 import contextlib
+import errno
+import fcntl
 import os
+import termios
 import tty
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import serial
 
@@ -74,18 +78,23 @@ def open_serial(
     baudrate: int = DEFAULT_BAUD,
     timeout: float | None = 0.0,
     write_timeout: float | None = None,
+    exclusive: bool = False,
 ) -> serial.SerialBase:
     """Open a device path (``/dev/ttyUSB0``, a pty slave) or a pyserial URL.
 
     URLs: ``loop://`` (bytes written come back), ``socket://host:port`` (TCP, e.g. to a
     simulator or ser2net), ``rfc2217://...``. 8N1, no flow control: the link protocol
     carries its own framing and never relies on XON/XOFF (0x11/0x13 are data bytes).
-    ``timeout=0`` makes reads non-blocking, as an event loop wants.
+    ``timeout=0`` makes reads non-blocking, as an event loop wants; ``write_timeout=0``
+    makes writes take what the port accepts now. ``exclusive`` locks a device path
+    (``flock`` and ``TIOCEXCL``): a second controller on the same board is refused with
+    the pid that holds it, instead of both interleaving commands (NACK storms).
     """
     if not url:
         raise PortError(0, "no serial port given (expected a device path or a URL like loop://)")
+    device = "://" not in url
     try:
-        return serial.serial_for_url(
+        port = serial.serial_for_url(
             url,
             baudrate=baudrate,
             bytesize=serial.EIGHTBITS,
@@ -96,8 +105,37 @@ def open_serial(
             xonxoff=False,
             rtscts=False,
             dsrdtr=False,
+            **({"exclusive": True} if exclusive and device else {}),
         )
     except (serial.SerialException, ValueError) as exc:
+        holder = lock_holder(url) if exclusive and device else None
+        if holder is not None:
+            raise PortError(
+                errno.EBUSY, f"serial port {url!r} is in use by process {holder}"
+            ) from exc
         raise PortError(
             getattr(exc, "errno", None) or 0, f"cannot open serial port {url!r}: {exc}"
         ) from exc
+    if exclusive and device:
+        # a lock only other lockers see; TIOCEXCL also refuses plain opens (not root's)
+        with contextlib.suppress(OSError, AttributeError):
+            fcntl.ioctl(port.fileno(), termios.TIOCEXCL)
+    return port
+
+
+def lock_holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid holding a lock on `path` (from /proc/locks), or None: so a refusal can
+    name the other process instead of saying only "busy"."""
+    try:
+        st = os.stat(path)
+        table = Path("/proc/locks").read_text()
+    except OSError:
+        return None
+    want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    for line in table.splitlines():
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (blocked waiters have "->")
+        if len(fields) >= 6 and "->" not in fields and fields[5] == want:
+            with contextlib.suppress(ValueError):
+                return int(fields[4])
+    return None

@@ -1,0 +1,211 @@
+"""A device that misbehaves cannot stop the controller (issue 12, rows 7, 8, 9, 17).
+
+- a device that answers our seq as another command is a protocol error, never an answer;
+- a device that stops reading: writes never block the loop; within the write deadline the
+  port is a fault with an alarm naming it, and the link comes back when the device reads;
+- a device port that vanishes: an alarm naming the port, reopened with a doubling backoff,
+  cleared when the port is back; `goosectl run` refuses to start without its port;
+- a second controller on the same device port is refused, naming the process that has it.
+"""
+
+from __future__ import annotations
+
+import errno
+import fcntl
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from controller.link import LinkConfig, LinkCore
+from controller.runtime.serial_link import SerialLink
+from firmware_sim.core import Firmware
+from firmware_sim.transport import PtyTransport
+from protocols.serial import messages as m
+from protocols.serial.port import PortError, open_serial
+from protocols.serial.stream import StreamDecoder, frame
+from tests.device.conftest import drain
+
+MS = 1_000_000
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _pump(link: LinkCore, fw: Firmware, now: int, rewrite=None) -> None:
+    for _ in range(20):
+        out = link.take_output()
+        if out:
+            fw.receive(out, now)
+        back = fw.take_output()
+        if not out and not back:
+            return
+        if back and rewrite is not None:
+            back = b"".join(frame(rewrite(x)) for x in StreamDecoder(m.SENT_BY_DEVICE).feed(back))
+        if back:
+            link.receive(back, now)
+
+
+def test_an_ack_naming_another_command_is_a_protocol_error_not_an_answer():
+    fw = Firmware(now_ns=0)
+    link = LinkCore(LinkConfig(max_retries=1), 0)
+    link.opened(0)
+    now = 0
+    for _ in range(10):
+        _pump(link, fw, now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    assert link.state == "up"
+    link.take_events()
+
+    def lie(msg):  # the device answers the TRIP's seq as if it had been a PING
+        if isinstance(msg, m.Ack) and msg.command is m.MsgType.TRIP:
+            return m.Ack(msg.seq, m.MsgType.PING, *[getattr(msg, f) for f in FIELDS])
+        return msg
+
+    FIELDS = ("result", "position", "flags", "inputs", "outputs", "boot_counter", "event_seq")
+    seq = link.send_command("trip", now)
+    _pump(link, fw, now, rewrite=lie)
+    events = link.take_events()
+    errors = [e for e in events if e.kind == "protocol_error"]
+    assert [(e.seq, e.command, e.reason, e.get("answered")) for e in errors] == [
+        (seq, "trip", "wrong_command", "PING")
+    ]
+    assert not [e for e in events if e.seq == seq and e.kind in ("cmd_ok", "cmd_failed")]
+    assert link.commands.ctx["protocol_errors"] == 1
+    # the retries get the same wrong answer from the device's store: the command ends as
+    # a timeout (outcome unknown), never as a command that ran
+    for _ in range(5):
+        now += 60 * MS
+        link.advance(now)
+        _pump(link, fw, now, rewrite=lie)
+    outcome = [e for e in link.take_events() if e.seq == seq and e.kind == "cmd_failed"]
+    assert [e.reason for e in outcome] == ["timeout"]
+
+
+def _alarms(events, name):
+    return [(e.get("active"), e.get("detail")) for e in events if e.get("alarm") == name]
+
+
+def test_a_device_that_stops_reading_is_a_port_fault_not_a_blocked_loop():
+    tr = PtyTransport()
+    # answers are awaited far longer than the write deadline: the stalled port is the fault
+    cfg = LinkConfig(reconnect_ms=50, response_timeout_ms=2000)
+    link = SerialLink(tr.path, cfg, write_deadline_s=0.2)
+    fw = Firmware(now_ns=time.monotonic_ns())
+    try:
+        assert link.open()
+        # the "device" never reads; fill the line's buffer behind its back
+        filler = os.open(tr.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
+        try:
+            for chunk in (4096, 1):  # big writes first, then byte by byte to the brim
+                try:
+                    while True:
+                        os.write(filler, b"\x55" * chunk)
+                except BlockingIOError:
+                    pass
+        finally:
+            os.close(filler)
+        for _ in range(20):
+            link.send_command("ping")  # each returns at once: nothing blocks
+        assert link.run_until(lambda: link.state == "down", 5.0)
+        events = drain(link)
+        stalled = _alarms(events, "port_stalled")
+        assert stalled and stalled[0][0] is True and tr.path in stalled[0][1], events
+        # the device reads again: its buffer drains, the link is reopened and comes back
+        os.set_blocking(tr.pair.master_fd, False)
+        try:
+            while os.read(tr.pair.master_fd, 65536):
+                pass
+        except BlockingIOError:
+            pass
+
+        def serve() -> bool:
+            try:
+                data = os.read(tr.pair.master_fd, 4096)
+            except (BlockingIOError, OSError):
+                data = b""
+            now = time.monotonic_ns()
+            fw.advance(now)
+            if data:
+                fw.receive(data, now)
+            out = fw.take_output()
+            if out:
+                os.write(tr.pair.master_fd, out)
+            return link.state == "up"
+
+        assert link.run_until(serve, 10.0)
+        assert (False, stalled[0][1]) in _alarms(drain(link), "port_stalled")
+    finally:
+        link.close()
+        tr.close()
+
+
+def test_a_vanished_port_is_an_alarm_naming_it_retried_with_backoff(tmp_path):
+    path = tmp_path / "device"
+    tr = PtyTransport(str(path))
+    link = SerialLink(str(path), LinkConfig(reconnect_ms=20, reconnect_max_ms=160))
+    try:
+        assert link.open()
+        tr.close()  # the cable is pulled: the port and its path are gone
+        assert link.run_until(lambda: link.view["reconnect_ms"] == 160, 10.0)
+        events = drain(link)
+        missing = _alarms(events, "port_unavailable")
+        assert len(missing) == 1 and missing[0][0] is True and str(path) in missing[0][1]
+        assert link.state == "down"
+        tr = PtyTransport(str(path))  # plugged in again
+        assert link.run_until(lambda: link.state != "down", 10.0)
+        assert (False, missing[0][1]) in _alarms(drain(link), "port_unavailable")
+        assert link.view["reconnect_ms"] == 20
+    finally:
+        link.close()
+        tr.close()
+
+
+def test_a_second_opener_of_the_device_port_is_refused_naming_the_holder():
+    tr = PtyTransport()
+    try:
+        first = open_serial(tr.path, timeout=0, exclusive=True)
+        try:
+            with pytest.raises(PortError) as err:
+                open_serial(tr.path, timeout=0, exclusive=True)
+            assert err.value.errno == errno.EBUSY
+            assert f"in use by process {os.getpid()}" in str(err.value)
+            # the kernel's view agrees: the descriptor holds an exclusive flock
+            probe = os.open(tr.path, os.O_RDWR | os.O_NONBLOCK | os.O_NOCTTY)
+            try:
+                with pytest.raises(BlockingIOError):
+                    fcntl.flock(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            finally:
+                os.close(probe)
+        finally:
+            first.close()
+        open_serial(tr.path, timeout=0, exclusive=True).close()  # free again
+    finally:
+        tr.close()
+
+
+def test_run_refuses_to_start_without_its_device_port(tmp_path):
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "controller",
+            "run",
+            "--no-network",
+            "--port",
+            str(tmp_path / "no-such-tty"),
+            "--control",
+            str(tmp_path / "ctl.sock"),
+            "--duration",
+            "5",
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert r.returncode == 2, r
+    assert "no-such-tty" in r.stderr and "Traceback" not in r.stderr, r.stderr
