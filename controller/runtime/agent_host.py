@@ -125,8 +125,8 @@ class AgentBay:
         self.bay.opened(now_ns)
         self.round(now_ns)
 
-    def closed(self, now_ns: int) -> None:
-        self.bay.closed(now_ns)
+    def closed(self, now_ns: int, reason: str | None = None) -> None:
+        self.bay.closed(now_ns, reason)
         self.round(now_ns)
 
     @property
