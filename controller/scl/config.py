@@ -447,6 +447,23 @@ def merge(
             out["member_names"] = base["member_names"] | value
         else:
             out[key] = value
+    return _by_name(base, out)
+
+
+def _by_name(base: dict[str, Any], out: dict[str, Any]) -> dict[str, Any]:
+    """Streams the overlay names are called by their name in the SCL's inputs and member
+    names too (reports name inputs after their stream)."""
+    names = {s["gocb_ref"]: s["name"] for s in out["goose"]["subscriptions"] if s.get("name")}
+    if not names:
+        return out
+    n = len(base["inputs"])
+    out["inputs"] = [
+        i | {"stream": names.get(i["stream"], i["stream"])} for i in out["inputs"][:n]
+    ] + out["inputs"][n:]
+    out["member_names"] = {
+        (names[k] if k in names and k in base["member_names"] else k): v
+        for k, v in out["member_names"].items()
+    }
     return out
 
 
