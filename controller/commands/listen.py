@@ -31,6 +31,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gocbref", help="print only this gocbRef")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    p.add_argument(
+        "--simulation",
+        action="store_true",
+        help="simulation mode (LPHD.Sim): a subscription switches to its simulated stream "
+        "at the first simulated frame (default: simulated frames are refused)",
+    )
     p.set_defaults(func=run)
 
 
@@ -49,7 +55,7 @@ def open_live(hub: GooseHub, iface: str, iface_b: str | None) -> LiveGoose:
 def run(args: argparse.Namespace) -> int:
     config = load_goose_config(args.config, args.ied)
     check = wire_check(args.scl, config)
-    hub = GooseHub(config)
+    hub = GooseHub(config, simulation=args.simulation)
     live = open_live(hub, args.iface, args.iface_b)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     signal.signal(signal.SIGINT, lambda *_: live.stop())

@@ -52,6 +52,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="with --device sim: connect the simulator over a real pty instead of in memory",
     )
+    p.add_argument(
+        "--simulation",
+        action="store_true",
+        help="simulation mode (LPHD.Sim): subscriptions switch to their simulated streams "
+        "(default: simulated frames are refused)",
+    )
+    p.add_argument(
+        "--mode",
+        choices=["on", "test", "test-blocked", "off"],
+        help="with --device sim: the controller's behaviour mode (default: logic.mode)",
+    )
     p.set_defaults(func=run)
 
 
@@ -76,7 +87,7 @@ def run(args: argparse.Namespace) -> int:
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     journal = Journal(args.journal, durability="group") if args.journal else None
-    hub = GooseHub(config, journal)
+    hub = GooseHub(config, journal, simulation=args.simulation)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
 
     def on_frame(number, ts, data, effects):
@@ -128,6 +139,10 @@ def run_controller(args: argparse.Namespace) -> int:
     t0 = frames[0][0]
     journal = Journal(args.journal, durability="group") if args.journal else None
     bay = BayController(cfg, t0, journal)
+    if args.mode:
+        bay.set_mode(args.mode, t0, "command line")
+    if args.simulation:
+        bay.set_simulation(True, t0, "command line")
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
     wire, close_wire = make_wire(bay, fw, t0, args.pty)
@@ -147,9 +162,12 @@ def run_controller(args: argparse.Namespace) -> int:
                 "frame in -> effects out": percentiles(replay.frame_ns),
                 "actuating frames": percentiles(replay.actuating_ns),
             },
+            bay.hub.lgos(),
         ),
         "",
-        f"final bay state: {bay.bay.state}; frames in {replay.frames_in}, out {replay.sent}",
+        f"final bay state: {bay.bay.state}; mode {bay.mode_name}"
+        f"{', simulation' if bay.simulation else ''}; "
+        f"frames in {replay.frames_in}, out {replay.sent}",
     ]
     print("\n".join(lines))
     if check is not None:

@@ -161,12 +161,17 @@ class BayController:
         if (before == "off") != (after == "off"):
             effects += self.hub.mute(after == "off", now_ns)
         self._settle(effects, now_ns)
-        if (before in TEST_STATES) != (after in TEST_STATES):
+        test_changed = (before in TEST_STATES) != (after in TEST_STATES)
+        if test_changed:
             self._reread_inputs(now_ns)
-        if after != "off" and (
-            before == "off" or (before in TEST_STATES) != (after in TEST_STATES)
-        ):
-            self._settle([PublishTopic(t) for t in self.pubs_by_topic], now_ns)
+        if after != "off":
+            # back from off: every data set afresh; test-ness changed: those with a quality
+            topics = [
+                t
+                for t, pubs in self.pubs_by_topic.items()
+                if before == "off" or (test_changed and any("quality" in p.members for p in pubs))
+            ]
+            self._settle([PublishTopic(t) for t in topics], now_ns)
         return True
 
     def set_simulation(self, on: bool, now_ns: int, origin: str = "operator") -> bool:

@@ -48,6 +48,9 @@ class InputChanged(Effect):
     previous: Any
     reason: str
     consequence: str
+    #: the input became valid or invalid (or invalid for another reason): a timeline line;
+    #: False for a valid input's new value (the bay's own lines show what it did)
+    validity_changed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

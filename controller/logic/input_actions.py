@@ -21,22 +21,26 @@ def consequence(ctx, valid: bool, value: Any) -> str:
     return f"{what} {str(value).lower()} (fail-safe)"
 
 
-@REGISTRY.action
-def take(ctx, ev):
-    value = ev.payload
-    return [
-        {"value": value, "reason": ""},
-        InputChanged(
-            ctx["input"],
-            ctx["stream"],
-            ctx["kind"],
-            True,
-            value,
-            ctx["value"],
-            "",
-            consequence(ctx, True, value),
-        ),
-    ]
+@REGISTRY.action(factory=True)
+def take(validity_changed: bool):
+    def action(ctx, ev):
+        value = ev.payload
+        return [
+            {"value": value, "reason": ""},
+            InputChanged(
+                ctx["input"],
+                ctx["stream"],
+                ctx["kind"],
+                True,
+                value,
+                ctx["value"],
+                "",
+                consequence(ctx, True, value),
+                validity_changed,
+            ),
+        ]
+
+    return action
 
 
 @REGISTRY.action

@@ -3,8 +3,11 @@
 1. build the scenario capture with goosectl's own publishers (controller/runtime/scenario.py)
 2. replay it through the bay controller on the virtual clock, driving the firmware simulator
    over a real pty (or in memory with `pty=False`)
-3. report: the timeline of transitions, the anomalies found, latency percentiles
-Files (scenario pcap, output pcap, journal, report) go to one folder.
+3. report: the timeline of transitions, the anomalies found (each frame and input the
+   receive rules refused, and why), every subscription's LGOS, latency percentiles
+Files (scenario pcap, output pcap, journal, report) go to one folder. The output pcap's
+frames come from `publisher.REPLAY_SRC` (02:67:6f:6f:73:65), a fixed locally administered
+MAC, so two demos write the same bytes.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ class DemoResult:
     frames_in: int
     frames_out: int
     files: dict[str, Path] = field(default_factory=dict)
+    #: the subscriptions' LGOS views at the end
+    lgos: list = field(default_factory=list)
 
 
 def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
@@ -116,15 +121,19 @@ def run_demo(
     wire, close_wire = make_wire(host, fw, t0, pty)
     replay = BayReplay(bay, fw, files["output"], on_report, wire=wire, endpoint=host)
     replay.after_step = demo_operator(host, timeline)
-    actions = replay.inject(scn.faults) + [
-        (
-            t,
-            lambda now, n=name, p=params: host.handle(
-                {"op": "run", "procedure": n, "params": p}, now
-            ),
-        )
-        for t, name, params in scn.agent
-    ]
+    actions = (
+        replay.inject(scn.faults)
+        + [
+            (
+                t,
+                lambda now, n=name, p=params: host.handle(
+                    {"op": "run", "procedure": n, "params": p}, now
+                ),
+            )
+            for t, name, params in scn.agent
+        ]
+        + [(t, lambda now, m=mode: bay.set_mode(m, now, "operator")) for t, mode in scn.modes]
+    )
     try:
         replay.run(scn.frames, actions, scn.end_ns)
         if serve_s is not None:
@@ -149,6 +158,7 @@ def run_demo(
         frames_in=replay.frames_in,
         frames_out=replay.sent,
         files=files,
+        lgos=bay.hub.lgos(),
     )
     files["report"].write_text("\n".join(report_lines(result)) + "\n")
     return result
@@ -161,10 +171,11 @@ def serve(
     import selectors
     import time
 
-    from controller.runtime.control import ControlServer, default_path
+    from controller.runtime.control import ControlServer, controller_ops, default_path
 
     sel = selectors.DefaultSelector()
-    server = ControlServer(control or default_path(), host.handle, clock=lambda: wire.now_ns)
+    handler = controller_ops(host.bay, host.handle)
+    server = ControlServer(control or default_path(), handler, clock=lambda: wire.now_ns)
     server.attach(
         lambda fd, cb: sel.register(fd, selectors.EVENT_READ, cb), lambda fd: sel.unregister(fd)
     )
@@ -191,7 +202,9 @@ def serve(
 def report_lines(r: DemoResult) -> list[str]:
     out = [
         "goosectl demo: a bay controller for one breaker, protection trip on A/B networks,",
-        "bay 2 interlock, SCADA close requests, the breaker simulated on a serial line.",
+        "bay 2 interlock, SCADA close requests, the breaker simulated on a serial line;",
+        "a simulated trip, an invalid-quality trip, a lost interlock and a test-mode window",
+        "show what the controller refuses to act on, and why.",
         "",
         *report_block(
             "virtual time",
@@ -199,6 +212,7 @@ def report_lines(r: DemoResult) -> list[str]:
             r.anomalies,
             "wall clock, in process, per frame handled",
             r.latency,
+            r.lgos,
         ),
     ]
     out += [

@@ -1,7 +1,10 @@
 """Turn the hub's reports into what `listen` and `replay` print: JSON lines or a table.
 
-Frames carry the `goosectl decode --json` keys plus `class`, `flags` and `stream_state`;
-stream changes are ``{"event": "stream", "gocbRef", "appid", "side", "state"}``. Full
+Frames carry the `goosectl decode --json` keys plus `class`, `flags`, `stream_state` and,
+when the receive rules stopped its values, `refused` (the rule); stream changes are
+``{"event": "stream", "gocbRef", "appid", "side", "state"}``; a subscription's LGOS view,
+whenever it changes, is ``{"event": "lgos", "stream", "gocbRef", "appid", "St", "SimSt",
+"LastStNum", "ConfRevNum", "RxConfRevNum", "ErrSt", "NdsCom", "src", "refused"}``. Full
 decoding happens here, for printing, never on the controller's hot path.
 """
 
@@ -12,7 +15,8 @@ import sys
 from typing import Any, TextIO
 
 from controller.engine.effects import Notify
-from controller.goose.effects import FrameClassified, PublisherSides, StreamState
+from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
+from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
 
@@ -65,6 +69,8 @@ class Reporter:
             obj["stream_state"] = self._stream_state(verdict.stream)
             if verdict.side in ("A", "B"):
                 obj["side"] = verdict.side
+            if verdict.refused is not None:
+                obj["refused"] = verdict.refused
         self._emit(obj, lambda: self._frame_text(obj, time_s))
         self.effects(effects)
 
@@ -89,6 +95,11 @@ class Reporter:
                         f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
                     ),
                 )
+            elif type(e) is LgosView:
+                if not self._wanted(e.appid, e.gocb_ref):
+                    continue
+                obj = {"event": "lgos", **e.as_json()}
+                self._emit(obj, lambda v=e: lgos_text(v))
             elif type(e) is Notify and e.topic == "error":
                 obj = {"event": "error", "detail": e.data}
                 self._emit(obj, lambda o=obj: f"!! {o['detail']}")
@@ -113,6 +124,8 @@ class Reporter:
         if "error" in obj:
             return f"{obj['frame']:>6} {time_s - self.t0:10.6f}  malformed: {obj['error']}"
         flags = ",".join(obj.get("flags", [])) or "-"
+        if "refused" in obj:
+            flags += f" REFUSED:{obj['refused']}"
         return (
             f"{obj['frame']:>6} {time_s - self.t0:10.6f}  0x{obj['appid']:04x} "
             f"{obj['gocbRef']:<40} st={obj['stNum']:<8} sq={obj['sqNum']:<8} "
@@ -136,4 +149,19 @@ class Reporter:
             counts = " ".join(f"{k}={v}" for k, v in s["counts"].items())
             sides = " ".join(f"{k}:{v}" for k, v in s["sides"].items())
             self.out.write(f"  {sid}: {s['state']} {sides}\n    {counts}\n")
+            lg = s["lgos"]
+            self.out.write(
+                f"    LGOS St={lg['St']} SimSt={lg['SimSt']} LastStNum={lg['LastStNum']} "
+                f"ConfRevNum={lg['ConfRevNum']} RxConfRevNum={lg['RxConfRevNum']} "
+                f"NdsCom={lg['NdsCom']} ErrSt={lg['ErrSt']} src={lg['src']}\n"
+            )
         self.out.write(f"unmatched={counters['unmatched']} malformed={counters['malformed']}\n")
+
+
+def lgos_text(v: LgosView) -> str:
+    why = "" if v.st else f" ({ERR_TEXT.get(v.err, v.err)})"
+    return (
+        f"-- lgos {v.label} 0x{v.appid:04x}: St={v.st} SimSt={v.sim_st} "
+        f"LastStNum={v.last_st_num} ConfRevNum={v.conf_rev} RxConfRevNum={v.rx_conf_rev} "
+        f"NdsCom={v.nds_com} ErrSt={v.err}{why} src={v.src}"
+    )

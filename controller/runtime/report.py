@@ -1,4 +1,5 @@
-"""What a person reads after a run: a timeline, the anomalies, latency percentiles.
+"""What a person reads after a run: a timeline, the anomalies, latency percentiles, and
+the LGOS view of every subscription (what the receive rules refused, and why).
 
 Shared by `goosectl demo`, `goosectl replay --device sim` and `goosectl bench`.
 """
@@ -10,12 +11,23 @@ from typing import Any
 
 from controller.agent.effects import Respond, RunTool
 from controller.engine.effects import Notify
-from controller.goose.effects import FrameClassified, PublisherSides, StreamState
+from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
+from controller.goose.gate import ERR_TEXT
 from controller.link.effects import LinkEvent
 from controller.logic.core import BayStep
-from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
+from controller.logic.effects import (
+    Alarm,
+    CommandWithheld,
+    DeviceCommand,
+    InputChanged,
+    ModeChanged,
+    PublishTopic,
+)
 
 NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
+#: classes of a frame that carries a state: its refusal is a timeline line, a refused
+#: retransmission of it only a count
+STATE_CLASSES = frozenset({"first", "new_state", "missed_states", "restart"})
 
 
 def percentiles(xs_ns: list[int]) -> dict[str, float]:
@@ -47,18 +59,45 @@ def report_block(
     anomalies: list[str],
     latency_title: str,
     latency: dict[str, dict[str, float]],
+    lgos: list[LgosView] | None = None,
 ) -> list[str]:
-    """The part every run report shares: timeline, anomalies, latency table."""
-    return [
+    """The part every run report shares: timeline, anomalies, the subscriptions' LGOS,
+    latency table."""
+    out = [
         f"Timeline ({clock}):",
         *("  " + x for x in timeline),
         "",
         "Anomalies found:",
         *(anomalies or ["  none"]),
         "",
-        f"Latency ({latency_title}):",
-        *format_percentiles(latency),
     ]
+    if lgos is not None:
+        out += [*lgos_lines(lgos), ""]
+    return [*out, f"Latency ({latency_title}):", *format_percentiles(latency)]
+
+
+def lgos_lines(views: list[LgosView]) -> list[str]:
+    """The LGOS view of each subscription (IEC 61850-7-4) as a table, with the frames the
+    receive rules refused, by reason."""
+    out = [
+        "Subscriptions (LGOS):",
+        f"  {'stream':12} {'St':5} {'SimSt':5} {'LastStNum':>9} {'ConfRevNum':>10} "
+        f"{'RxConfRevNum':>12} {'NdsCom':6} {'ErrSt':12} {'source':17}  refused",
+    ]
+    for v in views:
+        refused = ", ".join(f"{k} {n}" for k, n in v.refused) or "-"
+        out.append(
+            f"  {v.label:12} {str(v.st).lower():5} {str(v.sim_st).lower():5} "
+            f"{_num(v.last_st_num):>9} {_num(v.conf_rev):>10} {_num(v.rx_conf_rev):>12} "
+            f"{str(v.nds_com).lower():6} {v.err:12} {v.src or '-':17}  {refused}"
+        )
+    if len(views) == 0:
+        out.append("  none")
+    return out
+
+
+def _num(n: int | None) -> str:
+    return "-" if n is None else str(n)
 
 
 class Timeline:
@@ -69,16 +108,25 @@ class Timeline:
         self.items: list[tuple[int, Any]] = []
         self.classes: Counter[str] = Counter()
         self.flags: Counter[str] = Counter()
+        #: frames the receive rules refused, by reason; commands the mode withheld
+        self.refused: Counter[str] = Counter()
+        self.withheld: Counter[str] = Counter()
 
     def add(self, t_ns: int, report: Any) -> None:
         if type(report) is FrameClassified:
             self.classes[report.cls] += 1
             for f in report.flags:
                 self.flags[f] += 1
-            if report.cls in NORMAL_CLASSES and not report.flags:
+            if report.refused is not None:
+                self.refused[report.refused] += 1
+                if report.cls not in STATE_CLASSES and self.refused[report.refused] > 1:
+                    return  # the repeats of a refused state: counted
+            elif report.cls in NORMAL_CLASSES and not report.flags:
                 return
             if report.cls == "duplicate" and report.side in ("A", "B"):
                 return  # the other network's copy of an A/B frame: expected, counted
+        elif type(report) is CommandWithheld:
+            self.withheld[report.command] += 1
         self.items.append((t_ns, report))
 
     def line(self, t_ns: int, r: Any) -> str | None:
@@ -90,6 +138,23 @@ class Timeline:
             return f"{t}  bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
         if isinstance(r, DeviceCommand):
             return f"{t}  device   {r.command.upper()} sent ({r.reason})"
+        if isinstance(r, CommandWithheld):
+            return f"{t}  device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}"
+        if isinstance(r, InputChanged):
+            # validity changes, and the rising edges that act (a trip, a close request)
+            if not r.validity_changed and not (r.value is True and r.previous is not True):
+                return None
+            state = "valid" if r.valid else f"invalid ({r.reason})"
+            return f"{t}  input    {r.input}: {state} -> {r.consequence}"
+        if isinstance(r, LgosView):
+            if r.st:
+                state = "valid" + (", simulated stream (SimSt)" if r.sim_st else "")
+            else:
+                state = f"NOT valid: {r.err} ({ERR_TEXT.get(r.err, r.err)})"
+            return f"{t}  lgos     {r.label}: {state}"
+        if isinstance(r, ModeChanged):
+            sim = "simulation on" if r.simulation else "simulation off"
+            return f"{t}  mode     {r.mode}, {sim} ({r.origin or 'operator'})"
         if isinstance(r, PublishTopic):
             return f"{t}  goose    published {r.topic}"
         if isinstance(r, Alarm):
@@ -115,6 +180,11 @@ class Timeline:
         if isinstance(r, PublisherSides):
             return f"{t}  goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})"
         if isinstance(r, FrameClassified):
+            if r.refused is not None:
+                return (
+                    f"{t}  refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
+                    f"{r.cls}: {r.refused} ({ERR_TEXT.get(r.refused, r.refused)})"
+                )
             flags = f" [{', '.join(r.flags)}]" if r.flags else ""
             return (
                 f"{t}  frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
@@ -139,6 +209,22 @@ class Timeline:
             if c not in NORMAL_CLASSES
         ]
         out += [f"  {n} frame(s) flagged {f}" for f, n in sorted(self.flags.items())]
+        out += [
+            f"  {n} frame(s) refused: {why} ({ERR_TEXT.get(why, why)})"
+            for why, n in sorted(self.refused.items())
+        ]
+        out += [
+            f"  {n} {c.upper()} command(s) withheld by the mode" for c, n in self.withheld.items()
+        ]
+        invalid = Counter(
+            (r.input, r.reason)
+            for _, r in self.items
+            if isinstance(r, InputChanged) and not r.valid
+        )
+        out += [
+            f"  input {name} fell back to fail-safe {n} time(s): {why}"
+            for (name, why), n in sorted(invalid.items())
+        ]
         alarms = Counter(r.name for _, r in self.items if isinstance(r, Alarm) and r.active)
         out += [f"  alarm {a} raised {n} time(s)" for a, n in sorted(alarms.items())]
         lost = Counter(

@@ -2,19 +2,30 @@
 
 The protection IED publishes its trip on two networks (VLAN 10 = A, VLAN 11 = B), bay 2
 publishes its close-enable (CILO), SCADA publishes close requests; all with heartbeats and
-bursts exactly as the publisher machine produces them. The script:
+bursts exactly as the publisher machine produces them. A test set publishes a simulated
+copy of the protection stream for a moment. The script:
 
   0.5 s   SCADA close request                  -> close, spring discharged for 5 s
+  2.0 s   a test set's simulated trip          -> refused: controller not in simulation
+  3.0 s   protection trip, Tr.q invalid        -> refused by the input: no trip
+  3.9 s   bay 2 falls silent (its TAL expires at about 5 s: interlock invalid, lost)
+  4.5 s   protection trip, Tr.q test bit       -> refused: controller not in test mode
   6.0 s   protection trip                      -> TRIP, open, trip acknowledged
-  7.0 s   SCADA close request                  -> close
+  6.5 s   SCADA close request                  -> refused: interlock bay2 invalid (lost)
+  6.8 s   bay 2 is back; 7.0 s SCADA close     -> close
   8-11 s  network A is silent                  -> side A lost, then recovered
   9.0 s   protection trip (only on B)          -> TRIP, open: no trip lost
   10.0 s  bay 2 withdraws its close enable
+  10.5 s  operator: mode test                  -> position republished with q.test
+  10.8 s  protection test trip (Tr.q test)     -> acted on in test mode (breaker already
+                                                  open: trip acknowledged)
+  11.5 s  operator: mode on                    -> position republished, q.test clear
   12.5 s  SCADA close request                  -> refused: interlock bay2 blocked
   13.0 s  bay 2 enables again; 13.5 s close    -> close
   14.0 s  the breaker mechanism sticks (device fault)
   15.0 s  protection trip                      -> TRIP, no open: breaker failure after
                                                   150 ms, RBRF published, re-trip
+  16.0 s  operator runs `isolate bay=1` (agent)
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from protocols.ethernet.pcap import PcapWriter
 from protocols.goose import BitString, Boolean, Quality, parse_header
+from protocols.goose.header import S_BIT
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -38,6 +50,15 @@ CILO = "BAY2LD0/LLN0$GO$cilo"
 SCADA = "SCADA1LD0/LLN0$GO$cmd"
 
 
+#: the substation's IEDs and the test set: locally administered source MACs
+IED_SRC = "02:00:00:00:10:01"
+TEST_SET_SRC = "02:00:00:00:99:01"
+#: when the test set's simulated stream reaches the controller (it is plugged in briefly)
+SIM_WINDOW = (2.0, 2.6)
+#: when bay 2's frames do not reach the controller, and when it publishes again
+CILO_SILENT = (3.9, 6.8)
+
+
 def _pub(
     gocb: str,
     appid: int,
@@ -46,6 +67,8 @@ def _pub(
     initial: list,
     vlan=None,
     name: str | None = None,
+    src: str = IED_SRC,
+    simulation: bool = False,
 ) -> dict:
     return {
         "name": name or gocb,
@@ -56,7 +79,8 @@ def _pub(
         "members": members,
         "initial": initial,
         "vlan": vlan,
-        "src": "02:00:00:00:10:01",
+        "src": src,
+        "simulation": simulation,
         "min_time_ms": 4,
         "max_time_ms": 1000,
     }
@@ -89,12 +113,38 @@ def publishers_config() -> GooseConfig:
     )
 
 
+def test_set_config() -> GooseConfig:
+    """A test set simulating the protection IED (LPHD.Sim): the same stream, `simulation`
+    TRUE and the S-bit set, from its own MAC, on network A."""
+    q = {"type": "bit-string", "value": "0000000000000"}
+    f = {"type": "boolean", "value": False}
+    return GooseConfig.model_validate(
+        {
+            "publishers": [
+                _pub(
+                    PROT,
+                    0x1001,
+                    "01:0c:cd:01:00:01",
+                    ["boolean", "bit-string/13"],
+                    [f, q],
+                    vlan={"id": VLAN_A, "priority": 6},
+                    name="prot-sim",
+                    src=TEST_SET_SRC,
+                    simulation=True,
+                )
+            ]
+        }
+    )
+
+
 @dataclass
 class Scenario:
     frames: list[tuple[int, bytes]] = field(default_factory=list)  # (utc ns, bytes)
     faults: list[tuple[int, str, object]] = field(default_factory=list)  # device injections
     #: operator requests to the agent layer: (time, procedure, parameters)
     agent: list[tuple[int, str, dict]] = field(default_factory=list)
+    #: the operator switching the controller's mode: (time, mode)
+    modes: list[tuple[int, str]] = field(default_factory=list)
     script: list[tuple[int, str]] = field(default_factory=list)
     end_ns: int = 0
 
@@ -108,16 +158,25 @@ class Scenario:
 def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
     """Frames of every publisher over `duration_s` seconds of virtual time."""
     cfg = publishers_config()
+    cfg = GooseConfig(publishers=[*cfg.publishers, *test_set_config().publishers])
     hub = GooseHub(cfg)
     # two publishers share the protection gocbRef (A and B copies): key them by name
     by_name = {p.cfg.name: p for p in hub.publishers.values()}
     scn = Scenario(end_ns=EPOCH + int(duration_s * S))
     a_out = (EPOCH + int(outage[0] * S), EPOCH + int(outage[1] * S))
 
+    sim_on = (EPOCH + int(SIM_WINDOW[0] * S), EPOCH + int(SIM_WINDOW[1] * S))
+    cilo_off = (EPOCH + int(CILO_SILENT[0] * S), EPOCH + int(CILO_SILENT[1] * S))
+
     def keep(e: SendFrame, t: int) -> None:
-        vlan = parse_header(e.data).vlan
+        hdr = parse_header(e.data)
+        vlan = hdr.vlan
         if vlan is not None and vlan.id == VLAN_A and a_out[0] <= t < a_out[1]:
             return  # network A is down: its copies never reach the controller
+        if hdr.reserved1 & S_BIT and not sim_on[0] <= t < sim_on[1]:
+            return  # the test set is plugged in only for a moment
+        if e.gocb_ref == CILO and cilo_off[0] <= t < cilo_off[1]:
+            return  # bay 2's link is down
         scn.frames.append((t, e.data))
 
     def emit(effects, t: int) -> None:
@@ -130,17 +189,42 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
         emit(hub.drain(), t)
 
     q = Quality().to_bitstring()
+    q_invalid = Quality(validity="invalid").to_bitstring()
+    q_test = Quality(test=True).to_bitstring()
+
+    def sim(value: bool):
+        return lambda t: publish("prot-sim", (Boolean(value), q), t)
+
     actions: list[tuple[float, str, object]] = [
         (0.5, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
         (0.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (SIM_WINDOW[0], "simulated trip from a test set (controller not in simulation)", sim(True)),
+        (2.3, "", sim(False)),
+        (3.0, "protection trip with Tr.q invalid", lambda t: _trip(publish, True, q_invalid, t)),
+        (3.3, "", lambda t: _trip(publish, False, q, t)),
+        (CILO_SILENT[0], "bay 2 falls silent", None),
+        (
+            4.5,
+            "protection trip with Tr.q test (mode on)",
+            lambda t: _trip(publish, True, q_test, t),
+        ),
+        (4.8, "", lambda t: _trip(publish, False, q, t)),
         (6.0, "protection trip", lambda t: _trip(publish, True, q, t)),
         (6.5, "", lambda t: _trip(publish, False, q, t)),
+        (6.5, "SCADA close request (bay 2 lost)", lambda t: publish(SCADA, (Boolean(True),), t)),
+        (6.7, "", lambda t: publish(SCADA, (Boolean(False),), t)),
+        (CILO_SILENT[1], "bay 2 is back", lambda t: publish(CILO, (Boolean(True),), t)),
         (7.0, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
         (7.3, "", lambda t: publish(SCADA, (Boolean(False),), t)),
         (outage[0], "network A goes silent", None),
         (9.0, "protection trip (network B only)", lambda t: _trip(publish, True, q, t)),
         (9.5, "", lambda t: _trip(publish, False, q, t)),
         (10.0, "bay 2 withdraws close enable", lambda t: publish(CILO, (Boolean(False),), t)),
+        (10.5, "operator: mode test", ("mode", "test")),
+        (10.8, "protection test trip (Tr.q test)", lambda t: _trip(publish, True, q_test, t)),
+        (11.1, "", lambda t: _trip(publish, False, q_test, t)),
+        (11.3, "", lambda t: _trip(publish, False, q, t)),
+        (11.5, "operator: mode on", ("mode", "on")),
         (outage[1], "network A is back", None),
         (12.5, "SCADA close request (interlocked)", lambda t: publish(SCADA, (Boolean(True),), t)),
         (12.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
@@ -153,6 +237,7 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
         (16.0, "operator runs `isolate bay=1` (agent)", ("agent", "isolate", {"bay": 1})),
     ]
     emit(hub.start(EPOCH, EPOCH), EPOCH)
+    actions.sort(key=lambda a: a[0])  # stable: same-time actions keep their order
     for at, text, act in actions:
         t = EPOCH + int(at * S)
         _run_until(hub, t, emit)
@@ -160,6 +245,8 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
             scn.script.append((t, text))
         if act == "stuck":
             scn.faults.append((t, "stuck", True))
+        elif isinstance(act, tuple) and act[0] == "mode":
+            scn.modes.append((t, act[1]))
         elif isinstance(act, tuple):
             scn.agent.append((t, act[1], act[2]))
         elif act is not None:
