@@ -23,7 +23,13 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from controller.engine import Registry, Table, TableError
 from controller.engine.findings import Finding
 from controller.engine.layers import workflow_spec
-from controller.engine.loader import parse_document, validation_findings
+from controller.engine.loader import (
+    DEFAULT_LIMITS,
+    LoaderLimits,
+    parse_document,
+    read_text,
+    validation_findings,
+)
 from controller.engine.spec import MachineSpec
 
 #: Outcomes each tool can report (routes on a step must name exactly these).
@@ -230,9 +236,9 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
     return Procedure(spec, table, version, text, source)
 
 
-def parse_procedure(text: str, source: str) -> Procedure:
+def parse_procedure(text: str, source: str, limits: LoaderLimits = DEFAULT_LIMITS) -> Procedure:
     try:
-        data, line_of = parse_document(text, source, ".yaml")
+        data, line_of = parse_document(text, source, ".yaml", limits)
         spec = ProcedureSpec.model_validate(data)
     except TableError as exc:
         raise ProcedureError(exc.findings) from exc
@@ -241,10 +247,10 @@ def parse_procedure(text: str, source: str) -> Procedure:
     return compile_procedure(spec, text, source, line_of)
 
 
-def load_procedure(path: str | Path) -> Procedure:
+def load_procedure(path: str | Path, limits: LoaderLimits = DEFAULT_LIMITS) -> Procedure:
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ProcedureError([Finding(str(p), None, p.name, str(exc), "io")]) from exc
-    return parse_procedure(text, str(p))
+        text = read_text(p, limits)
+    except TableError as exc:
+        raise ProcedureError(exc.findings) from exc
+    return parse_procedure(text, str(p), limits)

@@ -10,6 +10,7 @@ from pathlib import Path
 from controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
 from controller.engine import Journal, RejectedEvent, Runner, Table, TableError
 from controller.engine.diagram import FORMATS
+from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 from controller.engine.machine import Step
 
 
@@ -20,10 +21,12 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     c = tsub.add_parser("check", help="validate a table; findings exit 1")
     c.add_argument("file", type=Path)
+    _load_options(c)
     c.set_defaults(func=cmd_check)
 
     r = tsub.add_parser("render", help="draw a table as Mermaid or Graphviz dot")
     r.add_argument("file", type=Path)
+    _load_options(r)
     r.add_argument("--format", choices=sorted(FORMATS), default="mermaid")
     r.set_defaults(func=cmd_render)
 
@@ -31,6 +34,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "run", help="feed timestamped events on the virtual clock, print the journal as JSON lines"
     )
     u.add_argument("file", type=Path)
+    _load_options(u)
     u.add_argument(
         "--events",
         type=Path,
@@ -48,9 +52,48 @@ def register(sub: argparse._SubParsersAction) -> None:
     u.set_defaults(func=cmd_run)
 
 
-def _load(path: Path) -> Table:
+def _load_options(p: argparse.ArgumentParser) -> None:
+    """What a table file may cost and what code it may run."""
+    p.add_argument(
+        "--registry-path",
+        type=Path,
+        action="append",
+        default=[],
+        metavar="DIR",
+        help="allow the table's `registry:` to import code from DIR (repeatable); without "
+        "it only installed packages are imported, never a file next to the table or in "
+        "the current directory",
+    )
+    d = DEFAULT_LIMITS
+    for name, what in (
+        ("max_bytes", "file size in bytes"),
+        ("max_aliases", "YAML aliases"),
+        ("max_depth", "nesting depth"),
+        ("max_nodes", "values once YAML aliases are expanded"),
+    ):
+        p.add_argument(
+            "--" + name.replace("_", "-"),
+            type=_positive,
+            default=getattr(d, name),
+            help=f"refuse a document beyond this many: {what} (default {getattr(d, name)})",
+        )
+
+
+def _positive(text: str) -> int:
     try:
-        return Table.load(path)
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
+    return value
+
+
+def _load(args: argparse.Namespace) -> Table:
+    path = args.file
+    limits = LoaderLimits(args.max_bytes, args.max_aliases, args.max_depth, args.max_nodes)
+    try:
+        return Table.load(path, registry_path=args.registry_path, limits=limits)
     except TableError as exc:
         for f in exc.findings:
             print(f, file=sys.stderr)
@@ -58,7 +101,7 @@ def _load(path: Path) -> Table:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    t = _load(args.file)
+    t = _load(args)
     spec = t.spec
     print(
         f"{args.file}: ok: table {spec.name!r} v{spec.version}: {len(spec.states)} states, "
@@ -69,7 +112,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    t = _load(args.file)
+    t = _load(args)
     sys.stdout.write(FORMATS[args.format](t.spec))
     return EXIT_OK
 
@@ -101,7 +144,7 @@ def read_events(path: Path) -> list[tuple[int, str, object]]:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    table = _load(args.file)
+    table = _load(args)
     events = read_events(args.events)
     journal = Journal(args.journal, durability=args.durability)
     runner = Runner(journal)

@@ -13,8 +13,13 @@ Signatures (``ev`` is an `Event`; ``ctx`` a read-only mapping):
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Iterable
+import importlib.machinery
+import re
+import site
+import sys
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Literal, NamedTuple
 
 Kind = Literal["guard", "action", "router"]
@@ -67,13 +72,78 @@ class Registry:
         return out
 
 
-def load_registry_module(path: str) -> Registry:
-    """Import ``path`` and return its ``REGISTRY``; errors say which module and why."""
+_MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+def load_registry_module(
+    path: str, registry_path: Sequence[str | Path] = (), near: str | Path | None = None
+) -> Registry:
+    """Import ``path`` and return its ``REGISTRY``; errors say which module and why.
+
+    A table is data, but its `registry:` names code to import, so only code the user
+    installed or named may run: the module is looked up on ``sys.path`` without the
+    current directory and without the table's folder ``near`` (what Python would add
+    for a script), plus the folders of ``registry_path`` (`--registry-path DIR`, the
+    user's consent to run code from DIR). A module that only a neighbouring file could
+    provide is refused, never imported.
+    """
+    if not _MODULE_NAME.fullmatch(path):
+        raise LookupError(f"registry {path!r} is not a module name (e.g. my_package.actions)")
+    consented = [str(Path(d)) for d in registry_path]
+    untrusted = {Path.cwd().resolve()} - _site_dirs()
+    if near is not None:
+        untrusted.add(Path(near).resolve())
+    untrusted -= {Path(d).resolve() for d in consented}
+    trusted = [*consented, *(p for p in sys.path if p and _resolved(p) not in untrusted)]
+    saved = sys.path[:]
     try:
-        module = importlib.import_module(path)
-    except ImportError as exc:
+        # the import machinery (meta path finders, editable installs, the package's own
+        # imports while it runs) sees only the trusted path; restored right after
+        sys.path[:] = trusted
+        try:
+            module = importlib.import_module(path)
+        finally:
+            sys.path[:] = saved
+    except ModuleNotFoundError as exc:
+        where = _untrusted_origin(exc.name or path, [*saved, *([str(near)] if near else [])])
+        if where is not None:
+            raise LookupError(
+                f"registry module {path!r} would be imported from {where}, which is not an "
+                f"installed package (it is next to the table or in the current directory); "
+                f"tables run only installed code: pass --registry-path {where.parent} "
+                "to allow code from that folder"
+            ) from None
         raise LookupError(f"registry module {path!r} cannot be imported: {exc}") from exc
+    except Exception as exc:  # the module's own code failed: say so, do not crash the loader
+        raise LookupError(
+            f"registry module {path!r} failed while importing: {type(exc).__name__}: {exc}"
+        ) from exc
     reg = getattr(module, "REGISTRY", None)
     if not isinstance(reg, Registry):
         raise LookupError(f"registry module {path!r} has no REGISTRY (a Registry instance)")
     return reg
+
+
+def _resolved(entry: str) -> Path | None:
+    try:
+        return Path(entry).resolve()
+    except OSError:
+        return None
+
+
+def _site_dirs() -> set[Path]:
+    """site-packages folders: installed code, even when one is the current directory."""
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    return {p for d in dirs if (p := _resolved(d)) is not None}
+
+
+def _untrusted_origin(missing: str, full_path: list[str]) -> Path | None:
+    """Where the refused module would have come from with the full ``sys.path`` and the
+    table's folder (for the error message); found without importing anything."""
+    if "." in missing:
+        return None  # its package was found and imported: the module itself is missing
+    spec = importlib.machinery.PathFinder.find_spec(missing, full_path)
+    if spec is None or spec.origin is None:
+        return None
+    origin = Path(spec.origin)
+    return origin.parent if origin.name == "__init__.py" else origin

@@ -7,7 +7,7 @@ record tuple pre-made, so a transition is a dict lookup and a few calls.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +15,7 @@ from controller.engine import builtins
 from controller.engine.context import REDUCERS, ReducerFn
 from controller.engine.effects import CancelTimer, StartTimer
 from controller.engine.findings import Finding, TableError
-from controller.engine.loader import LineOf, load_spec
+from controller.engine.loader import DEFAULT_LIMITS, LineOf, LoaderLimits, load_spec
 from controller.engine.registry import Registry, load_registry_module
 from controller.engine.spec import MachineSpec, TransitionSpec
 from controller.engine.validate import Bound, check, expand_sources
@@ -159,10 +159,18 @@ class Table:
         registries: Iterable[Registry] = (),
         source: str | None = None,
         line_of: LineOf | None = None,
+        *,
+        registry_path: Sequence[str | Path] = (),
+        near: str | Path | None = None,
     ) -> Table:
-        """Validate and compile; raises TableError listing every finding."""
+        """Validate and compile; raises TableError listing every finding.
+
+        `near` is the folder of the table file and `registry_path` the folders the user
+        allowed code from (see `load_registry_module`): what the `registry:` may import."""
         src = source or f"<table {spec.name}>"
-        registry, findings = resolve_registry(spec, registries, src)
+        registry, findings = resolve_registry(
+            spec, registries, src, registry_path=registry_path, near=near, line_of=line_of
+        )
         more, bound = check(spec, registry, src, line_of)
         findings.extend(more)
         if findings:
@@ -170,9 +178,23 @@ class Table:
         return cls(spec, bound, src)
 
     @classmethod
-    def load(cls, path: str | Path, registries: Iterable[Registry] = ()) -> Table:
-        spec, line_of = load_spec(path)
-        return cls.from_spec(spec, registries, str(path), line_of)
+    def load(
+        cls,
+        path: str | Path,
+        registries: Iterable[Registry] = (),
+        *,
+        registry_path: Sequence[str | Path] = (),
+        limits: LoaderLimits = DEFAULT_LIMITS,
+    ) -> Table:
+        spec, line_of = load_spec(path, limits)
+        return cls.from_spec(
+            spec,
+            registries,
+            str(path),
+            line_of,
+            registry_path=registry_path,
+            near=Path(path).parent,
+        )
 
     def new(self, machine_id: str | None = None, **context: Any):
         from controller.engine.machine import Machine
@@ -181,16 +203,23 @@ class Table:
 
 
 def resolve_registry(
-    spec: MachineSpec, extra: Iterable[Registry], source: str
+    spec: MachineSpec,
+    extra: Iterable[Registry],
+    source: str,
+    *,
+    registry_path: Sequence[str | Path] = (),
+    near: str | Path | None = None,
+    line_of: LineOf | None = None,
 ) -> tuple[Registry, list[Finding]]:
     """Builtins, then the table's own `registry:` modules, then registries given in Python."""
     findings: list[Finding] = []
     modules: list[Registry] = []
+    line = line_of(("registry",)) if line_of is not None else None
     for name in spec.registry:
         try:
-            modules.append(load_registry_module(name))
+            modules.append(load_registry_module(name, registry_path, near))
         except LookupError as exc:
-            findings.append(Finding(source, None, name, str(exc), "registry"))
+            findings.append(Finding(source, line, name, str(exc), "registry"))
     return builtins.REGISTRY.merged(*modules, *extra), findings
 
 
