@@ -1,19 +1,35 @@
 """The journal: every transition, in order, in SQLite (WAL), plus checkpoints to resume from.
 
-Recording is an append to an in-memory list; writing happens in `flush`, which the shell
-calls when it is idle or when the group-commit interval has passed (time is passed in: the
-journal reads no clock). Checkpoints are written in the same transaction as the journal
-rows they follow, so after a crash the checkpoint and the journal always agree: the
-restarted process resumes after the last committed input and nothing is applied twice.
+Recording is an append to an in-memory list; `flush` packs what was recorded since the last
+flush into one `Batch` (rows, the checkpoints of the machines they touched, meta) and
+commits it in one transaction, so a checkpoint never runs ahead of or behind its journal.
+The shell calls `maybe_flush` when the group interval has passed (time is passed in: the
+journal reads no clock).
+
+Who commits a batch:
+  inline   `JournalStore.commit` on the caller's thread (sync, step, and group without a sink)
+  a sink   group durability with a writer attached (`controller.runtime.journal_writer`):
+           `flush` only hands the batch over; the writer thread commits it. A sink that is
+           full refuses the batch: its rows are dropped and counted (never its checkpoints or
+           meta, which ride with the next batch), and the next batch that gets through
+           carries a `journal/rows_lost` row saying how many rows, which sequence numbers
+           and which times were lost, and why.
 
 Durability modes (per journal, so per machine group):
   sync   commit every record before `record` returns; synchronous=FULL (survives power loss)
   group  commit every `interval_ms` or `batch` records, whichever comes first;
-         synchronous=NORMAL: survives a process crash at once, power loss after the OS flush
-  step   commit when the caller says (`flush`), synchronous=FULL: the agent layer flushes
-         after each input, so every transition that input caused (a session's loop and
-         workflow machines together) is durable, atomically, before any effect runs
+         synchronous=NORMAL: survives a process crash at commit, power loss after the OS flush
+  step   commit when the caller says (`flush`), before the caller runs any effect: the agent
+         layer flushes after each input, so every transition that input caused (a session's
+         loop and workflow machines together) is committed, atomically, before any effect.
+         synchronous=FULL unless a WAL syncer takes the fsync off the caller's thread
+         (`on_commit`, see `controller.runtime.journal_writer.WalSyncer`)
   memory nothing written to disk (tests, `table run` without --journal)
+
+An I/O error (a full disk, a failing device) never escapes as a bare sqlite error: an inline
+commit raises `JournalIOError` and keeps the batch for the next flush; a writer keeps retrying
+and reports its health, which `maybe_flush` turns into `journal/io_error` and `journal/io_ok`
+rows and the `alarm` attribute the shell shows.
 
 A small key/value `meta` table rides in the same transactions (e.g. the device link's next
 sequence number, so a restarted controller continues above it).
@@ -21,12 +37,14 @@ sequence number, so a restarted controller continues above it).
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 from controller.engine.machine import Machine, Step
 
@@ -71,12 +89,166 @@ COLUMNS = (
     "input",
 )
 
+#: The machine name of the journal's own rows (rows lost, I/O errors and recoveries).
+SELF = "journal"
 
-def effects_digest(effects: list) -> str:
-    """A short, stable fingerprint of a step's effects (their reprs are deterministic)."""
+
+def effects_digest(effects: list | str) -> str:
+    """A short, stable fingerprint of a step's effects (their reprs are deterministic).
+
+    The journal's own rows carry their detail as text instead, stored as it is."""
+    if type(effects) is str:
+        return effects
     if not effects:
         return "-"
     return hashlib.blake2b(repr(effects).encode(), digest_size=8).hexdigest()
+
+
+class JournalIOError(Exception):
+    """A commit that the disk refused (full, read-only, failing). Says which journal, what
+    SQLite said, and what happens to the rows."""
+
+    def __init__(self, path: str, exc: sqlite3.Error, rows: int, what: str = "") -> None:
+        self.path = path
+        self.code = getattr(exc, "sqlite_errorname", type(exc).__name__)
+        self.reason = str(exc)
+        self.rows = rows
+        tail = what or f"{rows} row(s) not written"
+        super().__init__(f"journal {path}: {self.reason} ({self.code}); {tail}")
+
+    @property
+    def detail(self) -> str:
+        """One line for an alarm: what failed and why, without the row count."""
+        return f"journal {self.path}: {self.reason} ({self.code})"
+
+
+@dataclass(slots=True)
+class Batch:
+    """What one flush hands to the disk. Built on the recording thread: rows as recorded
+    (effects still objects, digested by whoever commits), each touched machine's snapshot and
+    armed timers as they are now, meta values already JSON."""
+
+    rows: list[tuple]
+    checkpoints: list[tuple]
+    meta: dict[str, str]
+    #: the machines behind `checkpoints`: a dropped batch gives them back to the next one
+    dirty: dict[str, tuple[Machine, int | None]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> int:
+        """Rows, and at least 1: a checkpoint-only batch still takes a commit."""
+        return len(self.rows) or 1
+
+
+class Sink(Protocol):
+    """Where a journal with a writer hands its batches (see `journal_writer.JournalWriter`)."""
+
+    def submit(self, batch: Batch, wait_s: float = 0.0) -> bool:
+        """Take the batch (True) or refuse it because the queue is full (False), after
+        waiting up to `wait_s` for room."""
+        ...
+
+    def health(self) -> tuple[int, str | None]:
+        """(a counter bumped on every change, the current I/O error or None)."""
+        ...
+
+    def drain(self, timeout_s: float | None = None) -> bool:
+        """Wait until everything submitted is committed; False if it could not be."""
+        ...
+
+    def close(self, timeout_s: float | None = None) -> None: ...
+
+
+def connect(path: str, durability: Durability) -> sqlite3.Connection:
+    """A connection in WAL mode with the durability's synchronous level and the schema."""
+    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    try:
+        if path != ":memory:":
+            # a new file gives deleted rows' pages back to the filesystem (retention);
+            # an existing one keeps its mode (and reuses free pages)
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            db.execute("PRAGMA journal_mode=WAL")
+            sync = "FULL" if durability in ("sync", "step") else "NORMAL"
+            db.execute(f"PRAGMA synchronous={sync}")
+        db.executescript(SCHEMA)
+    except BaseException:
+        db.close()
+        raise
+    return db
+
+
+def read_only(path: str, exc: sqlite3.Error) -> sqlite3.Connection:
+    """What a journal reads from when its file cannot be opened for writing (a full disk:
+    SQLite cannot even size the WAL index): the file as it is, immutable, or nothing yet.
+
+    Only sound when the file holds everything (a clean shutdown checkpoints the WAL into it):
+    a WAL with content would be ignored, so then the error stands."""
+    wal = Path(path + "-wal")
+    if wal.exists() and wal.stat().st_size > 0:
+        raise JournalIOError(path, exc, 0, "cannot be opened, and its WAL holds commits")
+    if Path(path).exists():
+        uri = f"file:{Path(path).resolve()}?immutable=1"
+        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
+    else:
+        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+        db.executescript(SCHEMA)
+    return db
+
+
+class JournalStore:
+    """The write side: turns batches into rows and commits them, one transaction each."""
+
+    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+        self.db = db
+        self.path = path
+
+    def commit(self, batches: list[Batch]) -> None:
+        """Commit the batches in one transaction, in order; JournalIOError if the disk says
+        no (the transaction is rolled back, nothing of it is written)."""
+        rows = [(*r[:6], effects_digest(r[6]), *r[7:]) for b in batches for r in b.rows]
+        checkpoints = [
+            (
+                mid,
+                seq,
+                pos,
+                json.dumps(snapshot, sort_keys=True, default=_json_default),
+                json.dumps(timers, sort_keys=True, default=_json_default),
+            )
+            for b in batches
+            for mid, seq, pos, snapshot, timers in b.checkpoints
+        ]
+        meta = [kv for b in batches for kv in b.meta.items()]
+        db = self.db
+        try:
+            db.execute("BEGIN IMMEDIATE")
+            db.executemany("INSERT INTO journal VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            db.executemany(
+                "INSERT INTO checkpoint VALUES (?,?,?,?,?) ON CONFLICT(machine) DO UPDATE SET "
+                "seq=excluded.seq, input=excluded.input, snapshot=excluded.snapshot, "
+                "timers=excluded.timers",
+                checkpoints,
+            )
+            if meta:
+                db.executemany(
+                    "INSERT INTO meta VALUES (?,?) ON CONFLICT(key) DO UPDATE SET "
+                    "value=excluded.value",
+                    meta,
+                )
+            db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            self.rollback()
+            if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
+                raise  # a defect, not the disk
+            raise JournalIOError(self.path, exc, len(rows)) from exc
+        except BaseException:
+            self.rollback()
+            raise
+
+    def rollback(self) -> None:
+        if self.db.in_transaction:
+            # SQLite may have rolled back already (it does on SQLITE_FULL)
+            with contextlib.suppress(sqlite3.Error):
+                self.db.execute("ROLLBACK")
 
 
 class Journal:
@@ -91,17 +263,25 @@ class Journal:
             durability = "memory"
         self.durability: Durability = durability
         self.path = str(path) if path is not None else ":memory:"
-        self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
-        if path is not None:
-            self.db.execute("PRAGMA journal_mode=WAL")
-            sync = "FULL" if durability in ("sync", "step") else "NORMAL"
-            self.db.execute(f"PRAGMA synchronous={sync}")
-        self.db.executescript(SCHEMA)
+        #: the current I/O error (an alarm for the shell), None while the disk takes commits
+        self.alarm: str | None = None
+        try:
+            self.db = connect(self.path, durability)
+            self._writable = True
+        except sqlite3.OperationalError as exc:
+            if self.path == ":memory:":
+                raise
+            # a full disk at start-up: read what is there, commit once the disk allows it
+            self.db = read_only(self.path, exc)
+            self._writable = False
+            self.alarm = JournalIOError(self.path, exc, 0).detail
+        self.store = JournalStore(self.db, self.path)
         self.interval_ns = int(interval_ms * 1_000_000)
         self.batch = batch
         self._pending: list[tuple] = []
         self._dirty: dict[str, tuple[Machine, int | None]] = {}
         self._last_flush_ns: int | None = None
+        self._last_ns = 0
         self._meta: dict[str, str] = {}
         row = self.db.execute("SELECT MAX(seq) FROM journal").fetchone()
         self.seq = int(row[0] or 0)
@@ -109,6 +289,44 @@ class Journal:
         #: Who owns the armed timers (the runner's heap): asked at flush time, so a checkpoint
         #: holds the timers exactly as they were after the machine's last recorded step.
         self.timer_source: Callable[[str], list] = lambda _machine: []
+        #: the writer of a `group` journal (None: commits inline), see `attach`
+        self.sink: Sink | None = None
+        #: called after every inline commit (a WAL syncer's kick)
+        self.on_commit: Callable[[], None] | None = None
+        #: rows dropped because the writer was full, since the journal was opened
+        self.lost_rows = 0
+        #: the loss not yet recorded: [rows, first seq, last seq, first ns, last ns, why]
+        self._loss: list | None = None
+        self._health_seen = 0
+        self._deferred = False
+        if self.alarm is not None:
+            self._note("io_error", "ok", "failing", self.alarm, None)
+
+    def defer_sync(self, on_commit: Callable[[], None]) -> None:
+        """Commit without fsync (synchronous=NORMAL: a commit is in the WAL, so it survives
+        the process, when `flush` returns) and call `on_commit` after each commit: whoever
+        that is fsyncs the WAL and runs the WAL checkpoints, off the caller's thread."""
+        self.on_commit = on_commit
+        self._deferred = True
+        self._deferred_pragmas(self.db)
+
+    def _deferred_pragmas(self, db: sqlite3.Connection) -> None:
+        if self._deferred and self._writable:
+            db.execute("PRAGMA synchronous=NORMAL")
+            db.execute("PRAGMA wal_autocheckpoint=0")
+
+    @property
+    def writable(self) -> bool:
+        """False while the file could only be opened read-only (a full disk at start-up)."""
+        return self._writable
+
+    def attach(self, sink: Sink) -> None:
+        """Hand every later flush to `sink` (a writer thread) instead of committing inline.
+
+        The sink owns the writing from here on (its own connection); this one only reads."""
+        if self.durability != "group":
+            raise ValueError(f"a writer serves `group` journals, not {self.durability!r}")
+        self.sink = sink
 
     # -- hot path ---------------------------------------------------------------------
 
@@ -141,6 +359,7 @@ class Journal:
                     )
                 )
             self.seq = seq
+        self._last_ns = now_ns
         self._dirty[machine.id] = (machine, input_pos)
         if self.durability == "sync":
             self.flush(now_ns)
@@ -154,7 +373,10 @@ class Journal:
         return default if row is None else json.loads(row[0])
 
     def maybe_flush(self, now_ns: int) -> bool:
-        """Flush if the group interval passed or the batch is full; the shell calls this."""
+        """Flush if the group interval passed or the batch is full; the shell calls this.
+        With a writer attached it also notices the writer's health (see `alarm`)."""
+        if self.sink is not None:
+            self._watch(now_ns)
         if self.durability == "step" or (not self._pending and not self._dirty):
             return False
         if self._last_flush_ns is None:
@@ -166,51 +388,171 @@ class Journal:
 
     # -- disk -------------------------------------------------------------------------
 
-    def flush(self, now_ns: int | None = None) -> None:
-        if not self._pending and not self._dirty and not self._meta:
-            return
-        rows = [(*r[:6], effects_digest(r[6]), *r[7:]) for r in self._pending]
-        checkpoints = [
-            (
-                mid,
-                self.seq,
-                pos,
-                json.dumps(m.snapshot(), sort_keys=True, default=_json_default),
-                json.dumps(self.timer_source(mid), sort_keys=True, default=_json_default),
-            )
-            for mid, (m, pos) in self._dirty.items()
-        ]
-        db = self.db
-        db.execute("BEGIN IMMEDIATE")
-        try:
-            db.executemany("INSERT INTO journal VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
-            db.executemany(
-                "INSERT INTO checkpoint VALUES (?,?,?,?,?) ON CONFLICT(machine) DO UPDATE SET "
-                "seq=excluded.seq, input=excluded.input, snapshot=excluded.snapshot, "
-                "timers=excluded.timers",
-                checkpoints,
-            )
-            if self._meta:
-                db.executemany(
-                    "INSERT INTO meta VALUES (?,?) ON CONFLICT(key) DO UPDATE SET "
-                    "value=excluded.value",
-                    list(self._meta.items()),
-                )
-            db.execute("COMMIT")
-        except BaseException:
-            db.execute("ROLLBACK")
-            raise
-        self._pending.clear()
-        self._dirty.clear()
-        self._meta.clear()
-        self._last_flush_ns = now_ns
-        self.flushes += 1
+    def flush(self, now_ns: int | None = None, wait_s: float = 0.0) -> None:
+        """Commit what was recorded (inline), or hand it to the writer.
 
-    def close(self) -> None:
-        self.flush()
+        `wait_s`: how long a full writer queue is waited for before the rows are dropped
+        (closing and reading wait; the live loop never does). Inline, a commit the disk
+        refuses raises `JournalIOError` and keeps everything for the next flush."""
+        noted = None
+        if self._loss is not None and self.sink is not None:
+            noted = self._note_loss(now_ns)
+        batch = self._take()
+        if batch is None:
+            return
+        self._last_flush_ns = now_ns
+        if self.sink is not None:
+            if self.sink.submit(batch, wait_s):
+                if noted is not None:
+                    self._loss = None
+            else:
+                self._drop(batch, noted)
+            return
+        try:
+            self._ensure_writable()
+            self.store.commit([batch])
+        except JournalIOError as exc:
+            self._give_back(batch)
+            if self.alarm != exc.detail:
+                self._note(
+                    "io_error",
+                    "ok" if self.alarm is None else "failing",
+                    "failing",
+                    exc.detail,
+                    now_ns,
+                )
+                self.alarm = exc.detail
+            raise
+        self.flushes += 1
+        if self.alarm is not None:
+            self.alarm = None
+            self._note("io_ok", "failing", "ok", "commits resumed", now_ns)
+            self.flush(now_ns)
+        if self.on_commit is not None:
+            self.on_commit()
+
+    def _ensure_writable(self) -> None:
+        """After a start on a full disk: open the file for writing once the disk allows."""
+        if self._writable:
+            return
+        try:
+            db = connect(self.path, self.durability)
+        except sqlite3.Error as exc:
+            raise JournalIOError(self.path, exc, len(self._pending)) from exc
         self.db.close()
+        self.db = db
+        self.store = JournalStore(db, self.path)
+        self._writable = True
+        self._deferred_pragmas(db)
+
+    def _take(self) -> Batch | None:
+        if not self._pending and not self._dirty and not self._meta:
+            return None
+        seq, timers = self.seq, self.timer_source
+        batch = Batch(
+            self._pending,
+            [(mid, seq, pos, m.snapshot(), timers(mid)) for mid, (m, pos) in self._dirty.items()],
+            self._meta,
+            self._dirty,
+        )
+        self._pending, self._dirty, self._meta = [], {}, {}
+        return batch
+
+    def _give_back(self, batch: Batch) -> None:
+        """A batch that was not committed becomes pending again, ahead of newer records."""
+        self._pending[:0] = batch.rows
+        self._dirty = {**batch.dirty, **self._dirty}
+        self._meta = {**batch.meta, **self._meta}
+
+    def _drop(self, batch: Batch, noted: tuple | None) -> None:
+        """The writer is full: count the transition rows and let them go. Kept for the next
+        batch: the checkpoints (taken again from the live machines), the meta and the
+        journal's own rows, except a `rows_lost` row, which is written again, updated,
+        with the next batch that gets through (its sequence number stays unused)."""
+        self._dirty = {**batch.dirty, **self._dirty}
+        self._meta = {**batch.meta, **self._meta}
+        own = [r for r in batch.rows if r[2] == SELF and r is not noted]
+        lost = [r for r in batch.rows if r[2] != SELF]
+        self._pending[:0] = own
+        if not lost:
+            return
+        self.lost_rows += len(lost)
+        first, last = lost[0], lost[-1]
+        if self._loss is None:
+            _, why = self.sink.health() if self.sink is not None else (0, None)
+            reason = "writer queue full" + (f": {why}" if why else "")
+            self._loss = [0, first[0], last[0], first[1], last[1], reason]
+        loss = self._loss
+        loss[0] += len(lost)
+        loss[2], loss[4] = last[0], last[1]
+
+    def _note_loss(self, now_ns: int | None) -> tuple:
+        n, first_seq, last_seq, first_ns, last_ns, why = self._loss
+        return self._note(
+            "rows_lost",
+            f"seq {first_seq}-{last_seq}",
+            f"{n} rows",
+            f"{n} rows lost, recorded between {first_ns} and {last_ns} ns: {why}",
+            now_ns,
+        )
+
+    def _note(self, event: str, source: str, target: str, detail: str, now_ns: int | None) -> tuple:
+        """One of the journal's own rows (machine `journal`), numbered like any other."""
+        self.seq += 1
+        t = self._last_ns if now_ns is None else now_ns
+        row = (self.seq, t, SELF, event, source, target, detail, SELF, "1", None)
+        self._pending.append(row)
+        return row
+
+    def _watch(self, now_ns: int) -> None:
+        """Turn a change of the writer's health into a row and the `alarm` attribute."""
+        version, why = self.sink.health()
+        if version == self._health_seen:
+            return
+        self._health_seen = version
+        if why == self.alarm:
+            return
+        if why is not None:
+            self._note(
+                "io_error", "ok" if self.alarm is None else "failing", "failing", why, now_ns
+            )
+        else:
+            self._note("io_ok", "failing", "ok", "commits resumed", now_ns)
+            if not self._writable:
+                # the writer could open the file again: read the live file too
+                with contextlib.suppress(JournalIOError):
+                    self._ensure_writable()
+        self.alarm = why
+
+    def close(self, timeout_s: float = 10.0) -> None:
+        """Flush everything (waiting for the writer rather than dropping), then close. A
+        writer that cannot commit within `timeout_s` (the disk still full) gives up and
+        counts what it held; inline, what could not be committed is left in `unwritten`."""
+        try:
+            if self.sink is not None:
+                self.flush(self._last_ns, wait_s=timeout_s)
+                self.sink.close(timeout_s)
+            else:
+                # the alarm and `unwritten` say what was not written
+                with contextlib.suppress(JournalIOError):
+                    self.flush()
+        finally:
+            self.db.close()
+
+    @property
+    def unwritten(self) -> int:
+        """Rows recorded here and not handed to the disk or a writer (after a failed flush)."""
+        return len(self._pending)
 
     # -- reading ----------------------------------------------------------------------
+
+    def _committed(self) -> None:
+        """Make everything recorded so far readable (flush, and wait for the writer)."""
+        if self.sink is not None:
+            self.flush(self._last_ns, wait_s=10.0)
+            self.sink.drain(10.0)
+        else:
+            self.flush()
 
     def checkpoint(self, machine_id: str) -> dict[str, Any] | None:
         """{"snapshot", "input", "seq", "timers"} of the last committed state, or None."""
@@ -231,7 +573,7 @@ class Journal:
 
     def rows(self, machine: str | None = None) -> Iterator[dict[str, Any]]:
         """Every journal row (flushing first), optionally of one machine."""
-        self.flush()
+        self._committed()
         sql = "SELECT * FROM journal"
         args: tuple = ()
         if machine is not None:
