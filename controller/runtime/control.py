@@ -138,12 +138,16 @@ class ControlServer:
         cfg: ControlCfg | None = None,
         log: ControlLog | None = None,
     ) -> None:
+        """`handler` may come later (`goosectl run` takes the socket before it builds the
+        controller, so a second controller is refused before it opens anything)."""
         self.cfg = cfg or ControlCfg()
         self.path = Path(path)
         self.handler = handler
         #: the time requests are handled at (virtual in the demo); limits use the monotonic
         self.clock = clock
-        self.log = log
+        #: requests and limits: counted, alarmed, journaled (a journal-less one until the
+        #: controller gives it its journal)
+        self.log = log or ControlLog(None, time.monotonic_ns())
         self.gid = group_id(self.cfg.group)
         self.sock, self._lock = claim(self.path, self.gid, min(self.cfg.max_clients, 128))
         self._inode = os.stat(self.path).st_ino
@@ -155,6 +159,7 @@ class ControlServer:
         self._accept_paused_until: int | None = None
         self.clients: dict[int, Client] = {}
         self.ready: deque[Client] = deque()
+        #: connections: accepted, rejected (peer, cap, no fds), closed, accept errors
         self.counts: Counter[str] = Counter()
         self._remove: Callable[[int], None] | None = None
         self._next_tick = 0
@@ -188,9 +193,7 @@ class ControlServer:
         self.tick(t)
 
     def _limit(self, name: str, detail: str) -> None:
-        self.counts[f"limit.{name}"] += 1
-        if self.log is not None:
-            self.log.crossed(name, detail, time.monotonic_ns())
+        self.log.crossed(name, detail, time.monotonic_ns())
 
     def _accept(self, t: int) -> None:
         for _ in range(64):  # then back to the loop; the backlog waits for the next round
@@ -380,9 +383,7 @@ class ControlServer:
         limit = reply.get("limit")
         if isinstance(limit, str):
             self._limit(limit, f"{peer}: {reply.get('error', '')}")
-        self.counts["requests" if reply.get("ok") else "refused"] += 1
-        if self.log is not None:
-            self.log.request(peer, op, reply, time.monotonic_ns())
+        self.log.request(peer, op, reply, time.monotonic_ns())
         return reply
 
     # -- writing --------------------------------------------------------------------------
@@ -449,8 +450,7 @@ class ControlServer:
         if self._accept_paused_until is not None and t >= self._accept_paused_until:
             self._accept_paused_until = None
             self.ep.modify(self.sock.fileno(), select.EPOLLIN)
-        if self.log is not None:
-            self.log.advance(t)
+        self.log.advance(t)
 
     def _sweep(self, t: int) -> None:
         cfg = self.cfg

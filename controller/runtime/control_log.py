@@ -1,0 +1,116 @@
+"""Who asked what over the control socket, and every limit the shell enforced.
+
+Both go through the engine and into the controller's journal: a `control` machine takes one
+transition per request (its row's detail names the peer's uid, gid and pid, the op and the
+outcome), and each limit is a `limit` machine (tables/limit.yaml): crossing it counts,
+raises the alarm, and journals the first crossing and the all-clear. The alarm is what the
+status line shows (`alarms[limit:control.clients]`); a raise is also one line on stderr.
+
+The journal rows carry their detail as text (the journal stores a text `effects` as it is),
+recorded here from each step rather than by the runner, which would digest the effects.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TextIO
+
+from controller.engine import Journal, Runner, Table
+from controller.engine.machine import Machine, Step
+
+TABLES = Path(__file__).parent / "tables"
+#: What the shell is told when a limit's alarm changes: (limit, active, detail).
+AlarmSink = Callable[[str, bool, str], None]
+
+
+class ControlLog:
+    def __init__(
+        self,
+        journal: Journal | None,
+        now_ns: int,
+        *,
+        quiet_s: float = 10.0,
+        on_alarm: AlarmSink | None = None,
+        stream: TextIO | None = sys.stderr,
+    ) -> None:
+        self.journal = journal
+        self.quiet_ms = quiet_s * 1000
+        self.on_alarm = on_alarm
+        self.stream = stream
+        self.limit_table = Table.load(TABLES / "limit.yaml")
+        self.runner = Runner(None)
+        self.runner.on_step = self._record
+        self._detail = ""
+        self.runner.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)
+
+    # -- inputs -------------------------------------------------------------------------
+
+    def request(self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int) -> None:
+        """One request answered (`ok`) or refused, with who sent it."""
+        ok = bool(reply.get("ok"))
+        what = f"op={op!r}" if op is not None else "unparsed"
+        outcome = "ok" if ok else f"refused: {reply.get('error', '')}"
+        session = reply.get("session")
+        self._detail = f"{peer} {what}{f' session={session}' if session else ''} {outcome}"[:500]
+        self.runner.feed("control", "answered" if ok else "refused", now_ns)
+
+    def crossed(self, limit: str, detail: str, now_ns: int) -> None:
+        """A limit was crossed (a client refused or dropped, a request refused or deferred)."""
+        mid = f"limit:{limit}"
+        m = self.runner.machines.get(mid)
+        if m is None:
+            m = self.limit_table.new(mid, quiet_ms=self.quiet_ms)
+            self._detail = ""
+            self.runner.start(m, now_ns)
+        raised = m.state == "ok"
+        self._detail = detail[:500]
+        self.runner.feed(mid, "crossed", now_ns, self._detail)
+        if raised:
+            if self.stream is not None:
+                self.stream.write(f"goosectl: limit {limit}: {detail}\n")
+                self.stream.flush()
+            if self.on_alarm is not None:
+                self.on_alarm(limit, True, detail)
+
+    def advance(self, now_ns: int) -> None:
+        """Fire due quiet timers: alarms clear."""
+        for m, step in self.runner.advance(now_ns):
+            if step.transitions and m.state == "ok" and self.on_alarm is not None:
+                self.on_alarm(m.id.removeprefix("limit:"), False, "")
+
+    # -- views --------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Crossings per limit, and the requests answered and refused."""
+        out = {
+            mid.removeprefix("limit:"): m.ctx["count"]
+            for mid, m in self.runner.machines.items()
+            if mid != "control"
+        }
+        ctl = self.runner.machines["control"].ctx
+        return {"requests.answered": ctl["answered"], "requests.refused": ctl["refused"], **out}
+
+    def active(self) -> dict[str, str]:
+        """Limits whose alarm is up, with the last crossing's detail."""
+        return {
+            mid.removeprefix("limit:"): m.ctx["detail"]
+            for mid, m in self.runner.machines.items()
+            if m.state == "exceeded"
+        }
+
+    # -- the journal --------------------------------------------------------------------
+
+    def _record(self, machine: Machine, step: Step, now_ns: int) -> None:
+        if self.journal is None:
+            return
+        if step.transitions == [("exceeded", "crossed", "exceeded")]:
+            return  # counted, not journaled (see tables/limit.yaml)
+        detail = self._detail
+        if step.transitions and step.transitions[-1][1] == "quiet":
+            detail = f"clear: {machine.ctx['count']} crossings in total"
+        row = Step(step.state)
+        row.transitions = step.transitions
+        row.effects = detail or "-"  # type: ignore[assignment]  (text, stored as it is)
+        self.journal.record(machine, row, now_ns)
