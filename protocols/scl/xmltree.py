@@ -147,22 +147,19 @@ class _Builder:
         self.text: list[str] | None = None
 
     def start(self, tag: str, attrs: list[str]) -> None:
-        if self.skip:
-            self.skip += 1
-            return
         if tag.startswith(_NS_PREFIX):
             local = tag[len(_NS_PREFIX) :]
         elif "}" not in tag:
             local = tag  # an unqualified SCL file (some old tools write no namespace)
         else:
-            self.skip = 1  # a vendor namespace: read past it
+            self._skip_subtree()  # a vendor namespace: read past it
             return
         stack = self.stack
         parent = stack[-1] if stack else None
         if local in SKIP or (
             local == "DOI" and (parent is None or parent.attrib.get("lnClass") not in DOI_KEPT_IN)
         ):
-            self.skip = 1
+            self._skip_subtree()
             return
         attrib = {}
         for i in range(0, len(attrs), 2):
@@ -180,14 +177,28 @@ class _Builder:
             self.expat.CharacterDataHandler = self.text.append
 
     def end(self, tag: str) -> None:
-        if self.skip:
-            self.skip -= 1
-            return
         node = self.stack.pop()
         if self.text is not None:
             node.text = "".join(self.text).strip()
             self.text = None
             self.expat.CharacterDataHandler = None
+
+    # A skipped subtree swaps in two minimal handlers until it closes: most elements of
+    # a large SCD (instance values, vendor data) cost one counter step each way.
+
+    def _skip_subtree(self) -> None:
+        self.skip = 1
+        self.expat.StartElementHandler = self._skip_start
+        self.expat.EndElementHandler = self._skip_end
+
+    def _skip_start(self, tag: str, attrs: list[str]) -> None:
+        self.skip += 1
+
+    def _skip_end(self, tag: str) -> None:
+        self.skip -= 1
+        if not self.skip:
+            self.expat.StartElementHandler = self.start
+            self.expat.EndElementHandler = self.end
 
 
 class _NoTree:
