@@ -28,20 +28,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--iface", required=True)
     p.add_argument("--iface-b")
-    p.add_argument("--gocbref", required=True)
+    p.add_argument(
+        "--config",
+        help="take the publisher from a config (YAML/TOML, or SCL with --ied) instead of the "
+        "address flags; --gocbref picks one if it has several",
+    )
+    p.add_argument("--ied", help="with an SCL --config: the publishing IED")
+    p.add_argument("--gocbref", help="the control block (required without --config)")
     p.add_argument("--datset", help="data set reference (default: derived from gocbRef)")
     p.add_argument("--goid")
-    p.add_argument("--appid", required=True, type=lambda s: int(s, 0))
-    p.add_argument("--dst", required=True, help="destination MAC, e.g. 01:0c:cd:01:00:01")
+    p.add_argument("--appid", type=lambda s: int(s, 0), help="(required without --config)")
+    p.add_argument(
+        "--dst", help="destination MAC, e.g. 01:0c:cd:01:00:01 (required without --config)"
+    )
     p.add_argument("--src", help="source MAC (default: the interface's own)")
     p.add_argument("--vlan", type=int, help="802.1Q VLAN id (untagged without)")
     p.add_argument("--priority", type=int, default=4)
     p.add_argument("--conf-rev", type=int, default=1)
     p.add_argument(
         "--values",
-        required=True,
         help="initial data set as JSON "
-        '(the decode --json form, e.g. [{"type":"boolean","value":true}])',
+        '(the decode --json form, e.g. [{"type":"boolean","value":true}]); '
+        "required without --config, whose initial values it replaces",
     )
     p.add_argument("--schedule", choices=["doubling", "fixed-burst"], default="doubling")
     p.add_argument("--min-time", type=float, default=4.0, help="MinTime, ms")
@@ -60,7 +68,47 @@ def _values(text: str, where: str):
         raise CommandError(f"{where}: bad values: {exc}") from exc
 
 
+def _from_config(args: argparse.Namespace) -> PublisherCfg:
+    """The publisher of `--config` (an SCL file with --ied: one of the IED's GoCBs)."""
+    from controller.configfile import ConfigError, load_config
+
+    given = [f"--{k}" for k in ("datset", "goid", "appid", "dst", "vlan") if getattr(args, k)]
+    if given:
+        raise CommandError(f"{', '.join(given)}: the address comes from --config")
+    try:
+        pubs = load_config(args.config, GooseConfig, args.ied).publishers
+    except ConfigError as exc:
+        raise CommandError(f"bad config:\n{exc}") from exc
+    refs = ", ".join(p.gocb_ref for p in pubs) or "none"
+    chosen = [p for p in pubs if args.gocbref in (None, p.gocb_ref, p.name)]
+    if len(chosen) != 1:
+        which = f"no publisher {args.gocbref!r}" if args.gocbref else "several publishers"
+        raise CommandError(f"{args.config}: {which} (publishers: {refs}); pick one with --gocbref")
+    changes: dict = {"sides": args.sides or ("both" if args.iface_b else chosen[0].sides)}
+    if args.values is not None:
+        initial = _values(args.values, "--values")
+        if chosen[0].members and data_shape(initial) != tuple(chosen[0].members):
+            raise CommandError(
+                f"--values: types {list(data_shape(initial))} are not the data set's "
+                f"{list(chosen[0].members)}"
+            )
+        changes["initial"] = json.loads(args.values)
+    if args.src:
+        changes["src"] = args.src
+    if args.simulation:
+        changes["simulation"] = True
+    try:
+        return PublisherCfg.model_validate(chosen[0].model_dump() | changes)
+    except ValidationError as exc:
+        raise CommandError(f"bad publisher settings: {exc}") from exc
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.config:
+        return serve(args, _from_config(args))
+    missing = [f"--{k}" for k in ("gocbref", "appid", "dst", "values") if getattr(args, k) is None]
+    if missing:
+        raise CommandError(f"{', '.join(missing)} needed (or --config)")
     initial = _values(args.values, "--values")
     datset = args.datset or args.gocbref.replace("$GO$", "$").rsplit("$", 1)[0] + "$DataSet"
     try:
@@ -84,6 +132,10 @@ def run(args: argparse.Namespace) -> int:
         )
     except ValidationError as exc:
         raise CommandError(f"bad publisher settings: {exc}") from exc
+    return serve(args, cfg)
+
+
+def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
     hub = GooseHub(GooseConfig(publishers=[cfg]))
     live = open_live(hub, args.iface, args.iface_b)
     reporter = Reporter(hub, args.json, sys.stdout)
