@@ -14,6 +14,7 @@ import sys
 from typing import Any
 
 from controller.cli import CommandError
+from controller.display import printable
 from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
 from protocols.goose import GooseError, decode_all_data, is_goose, parse_header
 from protocols.goose.frame import decode_frame
@@ -69,11 +70,15 @@ def _table_line(obj: dict[str, Any], t0: float) -> str:
     tag = f" vlan={vlan['id']}/{vlan['priority']}" if vlan else ""
     sim = " S" if obj["simulated"] else ""
     data = ", ".join(_data_text(v) for v in obj["allData"])
-    return (
+    odd = obj.get("nonCanonical")
+    note = f" non-canonical={','.join(odd)}" if odd else ""
+    # the frame's own strings (an mMSString may hold a line feed or ESC) are escaped:
+    # one frame is one line, whatever its sender wrote
+    return printable(
         f"{obj['frame']:>6} {obj['time'] - t0:12.6f} {obj['src']} -> {obj['dst']}{tag} "
         f"GOOSE appid=0x{obj['appid']:04x}{sim} gocbRef={obj['gocbRef']} "
         f"stNum={obj['stNum']} sqNum={obj['sqNum']} TAL={obj['timeAllowedtoLive']} "
-        f"confRev={obj['confRev']} t={obj['t']['iso']} data=[{data}]"
+        f"confRev={obj['confRev']} t={obj['t']['iso']} data=[{data}]{note}"
     )
 
 
@@ -112,7 +117,7 @@ def run(args: argparse.Namespace) -> int:
                 if args.json:
                     out.write(json.dumps(err) + "\n")
                 else:
-                    out.write(f"{cap.number:>6} {time - t0:12.6f} error: {exc}\n")
+                    out.write(printable(f"{cap.number:>6} {time - t0:12.6f} error: {exc}") + "\n")
                 continue
             obj = frame_to_json(frame, number=cap.number, time=time)
             out.write((json.dumps(obj) if args.json else _table_line(obj, t0)) + "\n")

@@ -156,6 +156,8 @@ def judge(ctx, hdr, now_ns: int, values_of) -> tuple[Verdict, tuple | None]:
         flags.append("simulation")
     if bool(hdr.reserved1 & 0x8000) != hdr.simulation:
         flags.append("s_bit_mismatch")
+    if hdr.non_canonical:  # unsigned fields sent as negative INTEGERs: read, and shown
+        flags.append("non_canonical")
     deliver, _ = CLASSES[cls]
     values = shape = None
     if deliver:

@@ -73,6 +73,7 @@ class Facts:
         "conf_rev",
         "hdr",
         "nds_com",
+        "non_canonical",
         "num_dat_set_entries",
         "reserved1",
         "simulation",
@@ -94,6 +95,10 @@ class Facts:
         self.conf_rev = hdr.conf_rev
         self.num_dat_set_entries = hdr.num_dat_set_entries
         self.all_data = hdr.all_data
+        odd = hdr.non_canonical
+        if odd and sq_num is not None:  # a fast-path sqNum is canonical (see repeat_sq)
+            odd = tuple(f for f in odd if f != "sqNum")
+        self.non_canonical = odd
 
     def decode_all_data(self):
         return self.hdr.decode_all_data()
@@ -119,5 +124,5 @@ class Memory:
         if buf[:start] != last[:start] or buf[stop:] != last[stop:]:
             return None
         if buf[start] & 0x80:
-            return None  # a negative INTEGER: let the full parse reject it
+            return None  # top bit set: the full parse reads it unsigned and flags it
         return int.from_bytes(buf[start:stop], "big")

@@ -14,6 +14,7 @@ import json
 import sys
 from typing import Any, TextIO
 
+from controller.display import printable
 from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
 from controller.goose.gate import ERR_TEXT
@@ -136,8 +137,8 @@ class Reporter:
     def _emit(self, obj: dict, text) -> None:
         if self.as_json:
             self.out.write(json.dumps(obj) + "\n")
-        else:
-            self.out.write(text() + "\n")
+        else:  # a frame's strings may hold line feeds or ESC: one event, one line
+            self.out.write(printable(text()) + "\n")
 
     def summary(self) -> None:
         counters = self.hub.counters()

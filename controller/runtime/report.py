@@ -10,6 +10,7 @@ from collections import Counter
 from typing import Any
 
 from controller.agent.effects import Respond, RunTool
+from controller.display import printable
 from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
 from controller.goose.gate import ERR_TEXT
@@ -65,10 +66,10 @@ def report_block(
     latency table."""
     out = [
         f"Timeline ({clock}):",
-        *("  " + x for x in timeline),
+        *("  " + printable(x) for x in timeline),
         "",
         "Anomalies found:",
-        *(anomalies or ["  none"]),
+        *(printable(x) for x in anomalies or ["  none"]),
         "",
     ]
     if lgos is not None:

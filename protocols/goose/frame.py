@@ -55,6 +55,9 @@ class GooseFrame:
     #: stNum, sqNum, confRev, numDatSetEntries (None = minimal). Real IEDs pad (the ITI
     #: demo frame sends 5-octet integers); keeping the width makes re-encoding exact.
     int_widths: tuple[int | None, ...] | None = field(default=None, compare=False)
+    #: Header fields that arrived as negative INTEGERs and were read as unsigned (see
+    #: `GooseHeader.non_canonical`); `encode_frame` writes them canonically.
+    non_canonical: tuple[str, ...] = field(default=(), compare=False)
 
     def __post_init__(self) -> None:
         if self.num_dat_set_entries is None:
@@ -87,7 +90,7 @@ def decode_frame(buf: bytes, *, vlan: Vlan | None = None) -> GooseFrame:
     (
         dst, src, vlan, appid, _length, reserved1, reserved2,
         gocb_ref, tal, dat_set, go_id, t, st_num, sq_num, simulation, conf_rev, nds_com, nde,
-        all_data_raw, ad_start, unknown, security, trailer, buf, sizes,
+        all_data_raw, ad_start, unknown, security, trailer, buf, sizes, non_canonical,
     ) = parse_fields(buf, vlan)  # fmt: skip
     all_data = decode_sequence(buf, ad_start, ad_start + len(all_data_raw), 0, "allData")
     if nde != len(all_data):
@@ -111,7 +114,7 @@ def decode_frame(buf: bytes, *, vlan: Vlan | None = None) -> GooseFrame:
     return GooseFrame(
         gocb_ref, dat_set, all_data, tal, go_id, t, st_num, sq_num, simulation, conf_rev,
         nds_com, nde, dst, src, vlan, appid, reserved1, reserved2, unknown, security, trailer,
-        widths,
+        widths, non_canonical,
     )  # fmt: skip
 
 

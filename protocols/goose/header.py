@@ -92,6 +92,10 @@ class GooseHeader:
     #: content octets of each PDU_FIELDS entry as received (0 = absent); lets decode_frame
     #: remember padded integer widths without slowing the parse down
     sizes: list[int]
+    #: unsigned header fields that arrived as negative BER INTEGERs (top bit set, e.g.
+    #: sqNum ``86 02 ff ff`` as attack tools write it), read as unsigned like libiec61850
+    #: and tshark do; empty for a canonical frame
+    non_canonical: tuple[str, ...] = ()
 
     @property
     def simulated(self) -> bool:
@@ -107,12 +111,26 @@ class GooseHeader:
 # --- goosePdu field readers: (buf, start, stop) -> value ----------------------------
 
 
+class _TopBit(Exception):
+    """An unsigned field of 1-4 octets with its top bit set: the value as unsigned.
+
+    Raised rather than returned so the canonical case costs nothing: the parse loop
+    catches it, keeps the value and names the field in ``non_canonical``."""
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+
+
 def _u32(buf: bytes, start: int, stop: int) -> int:
     n = stop - start
     if 0 < n < 5:
         first = buf[start]
         if first < 0x80 and (n == 1 or first or buf[start + 1] & 0x80):
             return int.from_bytes(buf[start:stop], "big")
+        if first >= 0x80:
+            # BER says negative; stNum, sqNum, confRev, TAL and numDatSetEntries cannot be,
+            # and both peers (libiec61850, tshark for stNum/sqNum) read the octets unsigned
+            raise _TopBit(int.from_bytes(buf[start:stop], "big"))
     return decode_unsigned(buf[start:stop], start, 8, 32)
 
 
@@ -224,6 +242,7 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
     vals: list[object] = list(_DEFAULTS)
     sizes = [0] * _NFIELDS
     unknown: list[UnknownField] = []
+    non_canonical: tuple[str, ...] = ()
     expect = 0
     by_tag = _BY_TAG
     name = "goosePdu"
@@ -257,7 +276,11 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
                     if _MANDATORY[j]:
                         name = _NAMES[j]
                         raise BadTag(f"{name} is missing (found 0x{tag:02x} instead)", offset=pos)
-            vals[i] = reader(buf, start, stop)
+            try:
+                vals[i] = reader(buf, start, stop)
+            except _TopBit as top:
+                vals[i] = top.value
+                non_canonical = (*non_canonical, name)
             sizes[i] = stop - start
             expect = i + 1
             pos = stop
@@ -286,4 +309,5 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
         buf[apdu_end:],
         buf,
         sizes,
+        non_canonical,
     ]

@@ -231,11 +231,14 @@ def all_data_from_json(obj: object) -> tuple[Data, ...]:
 
 
 def frame_to_json(frame: Any, *, number: int | None = None, time: float | None = None) -> dict:
-    """A GooseFrame -> the `goosectl decode --json` object (keys in the documented order)."""
+    """A GooseFrame -> the `goosectl decode --json` object (keys in the documented order).
+
+    ``nonCanonical`` (after allData) lists the unsigned header fields that arrived as
+    negative BER INTEGERs and were read as unsigned; absent for a canonical frame."""
     from protocols.goose.frame import mac_str  # import cycle
 
     vlan = frame.vlan
-    return {
+    obj = {
         "frame": number,
         "time": time,
         "src": mac_str(frame.src),
@@ -256,3 +259,6 @@ def frame_to_json(frame: Any, *, number: int | None = None, time: float | None =
         "numDatSetEntries": frame.num_dat_set_entries,
         "allData": all_data_to_json(frame.all_data),
     }
+    if frame.non_canonical:  # only then, so canonical frames print as they always did
+        obj["nonCanonical"] = list(frame.non_canonical)
+    return obj
