@@ -24,7 +24,16 @@ from typing import Any
 from controller.engine import Table
 from controller.engine.bus import Bus
 from controller.engine.effects import Effect
-from firmware_sim.effects import Emit, Execute, Operated, Reboot, Respond, Signal, Transmit
+from firmware_sim.effects import (
+    AfterAnswer,
+    Emit,
+    Execute,
+    Operated,
+    Reboot,
+    Respond,
+    Signal,
+    Transmit,
+)
 from protocols.serial import messages as m
 from protocols.serial.errors import LinkProtocolError
 from protocols.serial.stream import StreamDecoder, frame
@@ -109,6 +118,10 @@ class Firmware:
         self.decoder = StreamDecoder(m.SENT_BY_CONTROLLER)
         self._out = bytearray()
         self._current: m.Message | None = None
+        # the answer to the command being executed, built once the command has run in full
+        self._answer: Respond | None = None
+        self._answer_at = 0
+        self._after_answer: list[AfterAnswer] = []
         self._reboot: int | None = None
         self.stuck = False
         self.boot(now_ns, cause)
@@ -124,6 +137,7 @@ class Firmware:
         self.bus = Bus(
             {
                 Respond: self._respond,
+                AfterAnswer: lambda _src, e, _now: self._after_answer.append(e),
                 Emit: self._emit,
                 Signal: self._signal,
                 Transmit: self._transmit,
@@ -173,8 +187,9 @@ class Firmware:
             elif isinstance(item, m.EventAck):
                 self.bus.send("events", "ack", now_ns, item)
             else:
-                self._current = item
+                self._current, self._answer, self._answer_at = item, None, len(self._out)
                 self.bus.send("commands", "command", now_ns, item)
+                self._answered(item, now_ns)
                 self._current = None
             if self._reboot is not None:
                 cause, self._reboot = self._reboot, None
@@ -241,9 +256,21 @@ class Firmware:
         )
 
     def _respond(self, _src: str, e: Respond, now_ns: int) -> None:
-        cmd = self._current
-        if cmd is None:  # a Respond outside a command (cannot happen with these tables)
+        """A table answered the command: kept until the command has run in full."""
+        if self._current is None:  # a Respond outside a command (cannot happen with these tables)
             raise RuntimeError("firmware table answered without a command being executed")
+        if self._answer is not None:
+            raise RuntimeError(f"firmware tables answered {self._current!r} twice")
+        self._answer = e
+
+    def _answered(self, cmd: m.Message, now_ns: int) -> None:
+        """Send the answer of a command that has run in full (SPEC 5.3): the ACK's snapshot
+        shows everything the command did, its events counted in `event_seq`, yet the
+        answer goes on the wire before those events."""
+        e, after = self._answer, self._after_answer
+        self._answer, self._after_answer = None, []
+        if e is None:  # a repeat answered from the store (a Transmit), or nothing to say
+            return
         code = m.spec_for(cmd).code
         if e.reason is None:
             msg: m.Message = self._ack(cmd.seq, code, m.AckResult(e.result))
@@ -253,9 +280,11 @@ class Firmware:
             msg = m.Nack(cmd.seq, m.NackReason(e.reason), int(code), e.detail, self.boot_counter)
             self.stats.answered["nack"] += 1
         wire = frame(msg)
-        self._out += wire
+        self._out[self._answer_at : self._answer_at] = wire
         if e.reason != m.NackReason.STALE_SEQUENCE:  # SPEC 6.2: a stale NACK is not stored
             self.bus.send("commands", "responded", now_ns, (cmd.seq, wire))
+        for a in after:
+            self.bus.send(a.target, a.event, now_ns)
 
     def _emit(self, _src: str, e: Emit, now_ns: int) -> None:
         self.bus.send("events", "emit", now_ns, e)
@@ -300,4 +329,4 @@ def _with_supervision(ctx: dict[str, Any], table: Table) -> dict[str, Any]:
 
 def effect_types() -> tuple[type[Effect], ...]:
     """Effect classes the firmware tables may produce (for documentation and tests)."""
-    return (Respond, Emit, Signal, Transmit, Execute, Operated, Reboot)
+    return (Respond, AfterAnswer, Emit, Signal, Transmit, Execute, Operated, Reboot)

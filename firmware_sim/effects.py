@@ -46,6 +46,16 @@ class Signal(Effect):
 
 
 @dataclass(frozen=True, slots=True)
+class AfterAnswer(Effect):
+    """Deliver `event` to machine `target` once the answer to the current command has been
+    built: what that answer must still report is changed after it (READ_STATUS clears
+    EVENT_OVERFLOW, yet its own ACK shows the flag: SPEC 6.3)."""
+
+    target: str
+    event: str
+
+
+@dataclass(frozen=True, slots=True)
 class Transmit(Effect):
     """Put these exact bytes (a whole frame) on the UART."""
 

@@ -11,7 +11,16 @@ from typing import Any
 
 from controller.engine.effects import Raise
 from controller.engine.registry import Registry
-from firmware_sim.effects import Emit, Execute, Operated, Reboot, Respond, Signal, Transmit
+from firmware_sim.effects import (
+    AfterAnswer,
+    Emit,
+    Execute,
+    Operated,
+    Reboot,
+    Respond,
+    Signal,
+    Transmit,
+)
 from protocols.serial import messages as m
 from protocols.serial.sequence import DEDUP_WINDOW, seq_newer
 from protocols.serial.stream import frame
@@ -40,6 +49,13 @@ def nack(reason: str, detail: int = 0):
 def signal(target: str, event: str):
     """Poke another machine of the board (delivered after this step)."""
     effect = Signal(target, event)
+    return lambda ctx, ev: effect
+
+
+@REGISTRY.action(factory=True)
+def after_answer(target: str, event: str):
+    """Poke another machine once the command's answer (and its snapshot) is built."""
+    effect = AfterAnswer(target, event)
     return lambda ctx, ev: effect
 
 
@@ -106,7 +122,8 @@ def _begin(ctx, ev, cause: m.PositionCause) -> list:
 
 @REGISTRY.action
 def anti_pump_on_trip(ctx, ev) -> list | None:
-    """A trip right after a close (within the anti-pump window) latches the lockout."""
+    """A trip while the close is still held (SPEC 5.1: less than anti_pump_window_ms after
+    the breaker reached ON) latches the lockout; the alarm goes before the trip's events."""
     if ctx["anti_pump"] and ctx["recent_close"] and not ctx["lockout"]:
         return [{"lockout": True}, _emit("Alarm", alarm=m.AlarmId.ANTI_PUMP_LOCKOUT, active=True)]
     return None
