@@ -245,3 +245,37 @@ def test_entity_expansion_is_refused_before_it_costs_anything():
 def test_an_unreadable_file_is_an_error_naming_it(tmp_path):
     with pytest.raises(SclError, match="No such file"):
         load_scl(tmp_path / "missing.scd")
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        f"<SCL {NS}>",  # SCL 2003 (Ed1): no version attributes
+        f'<SCL {NS} version="2007" revision="B">',
+        f'<SCL {NS} version="2007" revision="B" release="4">',
+    ],
+)
+def test_every_edition_reads_alike(head):
+    ln0 = (
+        '<DataSet name="ds"><FCDA ldInst="LD0" lnClass="GGIO" lnInst="1" doName="Ind" '
+        'daName="stVal" fc="ST"/></DataSet><GSEControl name="g" appID="a" confRev="1" datSet="ds"/>'
+    )
+    text = (
+        scl(ied("P1", ln0))
+        .decode()
+        .replace(f'<SCL {NS} version="2007" revision="B" release="4">', head)
+    )
+    s = parse_scl(io.BytesIO(text.encode()), "x.scd")
+    assert s.findings == [] and s.gocbs["P1LD0/LLN0$GO$g"].shape == ("boolean",)
+
+
+def test_lgos_names_the_control_block_it_supervises():
+    from tests.support.peers import REPO as repo
+
+    view = load_scl(repo / "examples" / "scl" / "bay1.scd").ied("GCTL1")
+    got = [(lg.ln.name, lg.setting, lg.gocb.gocb_ref if lg.gocb else None) for lg in view.lgos]
+    assert got == [
+        ("LGOS1", "PROT1LD0/LLN0.trip", "PROT1LD0/LLN0$GO$trip"),
+        ("LGOS2", "BAY2LD0/LLN0.cilo", "BAY2LD0/LLN0$GO$cilo"),
+        ("LGOS3", "SCADA1LD0/LLN0.cmd", "SCADA1LD0/LLN0$GO$cmd"),
+    ]
