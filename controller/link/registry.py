@@ -341,16 +341,19 @@ def learn_response(ctx, ev) -> list:
     boot = _boot_of(msg)
     if boot is not None:
         updates["boot_counter"] = boot
-    if isinstance(msg, m.Ack):
-        updates.update(
-            position=int(msg.position), flags=msg.flags, inputs=msg.inputs, outputs=msg.outputs
-        )
-        if ctx["synced_boot"] is None and msg.flags & m.StatusFlag.SYNCED:
-            updates["synced_boot"] = boot  # a device another session already synced
-    if command in OPERATIONS and ctx["ops"].get(command) == seq:
+    ops = ctx["ops"]
+    if command in OPERATIONS and ops.get(command) == seq:
         started = isinstance(msg, m.Ack) and msg.result is m.AckResult.STARTED
         if not started and reason not in ABANDONED:  # refused, no change, or timed out
-            updates["ops"] = {k: v for k, v in ctx["ops"].items() if k != command}
+            ops = updates["ops"] = {k: v for k, v in ops.items() if k != command}
+    if isinstance(msg, m.Ack):
+        updates.update(flags=msg.flags, inputs=msg.inputs, outputs=msg.outputs)
+        if ctx["synced_boot"] is None and msg.flags & m.StatusFlag.SYNCED:
+            updates["synced_boot"] = boot  # a device another session already synced
+        if ctx["position"] is None:
+            updates["position"] = int(msg.position)  # learnt; `up` tells the logic
+        else:
+            _position(ctx, ops, msg.position, "status", None, out, updates)
     return out
 
 
@@ -494,32 +497,41 @@ def fresh_event(ctx, ev) -> bool:
     return not isinstance(msg, m.PowerUp) and (last is None or seq_newer(last, msg.seq))
 
 
-def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict) -> None:
-    updates["position"] = int(msg.position)
+def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, updates) -> None:
+    """The one place the device's position changes in the controller's view: every change
+    is a position_changed outcome, whichever message showed it (an event, or the status
+    snapshot of any ACK), and an operation whose end position is reached is complete. So
+    the bay, its published XCBR Pos and the agent never disagree about the breaker."""
+    if int(position) == ctx["position"]:
+        return
+    updates["position"] = int(position)
+    previous = m.Dbpos(ctx["position"]).name if ctx["position"] is not None else "UNKNOWN"
     out.append(
         _out(
             "position_changed",
-            position=msg.position.name,
-            previous=msg.previous.name,
-            cause=msg.cause.name.lower(),
-            operate_ms=msg.operate_ms,
+            position=position.name,
+            previous=previous,
+            cause=cause,
+            operate_ms=operate_ms,
         )
     )
-    for command, (cause, end) in OPERATIONS.items():
-        if msg.cause is cause and msg.position is end:
-            seq = ctx["ops"].get(command)
-            ops = {k: v for k, v in ctx["ops"].items() if k != command}
-            if seq is not None:
-                out.append(
-                    _out(
-                        "operation_complete",
-                        seq,
-                        command,
-                        position=end.name,
-                        operate_ms=msg.operate_ms,
-                    )
+    for command, (_cause, end) in OPERATIONS.items():
+        if position is end and command in ops:
+            out.append(
+                _out(
+                    "operation_complete",
+                    ops[command],
+                    command,
+                    position=end.name,
+                    operate_ms=operate_ms,
                 )
-            updates["ops"] = ops
+            )
+            ops = updates["ops"] = {k: v for k, v in ops.items() if k != command}
+
+
+def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict) -> None:
+    cause = msg.cause.name.lower()
+    _position(ctx, ctx["ops"], msg.position, cause, msg.operate_ms, out, updates)
 
 
 def _alarm(ctx, msg: m.Alarm, out: list, updates: dict) -> None:

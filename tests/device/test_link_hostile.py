@@ -89,6 +89,18 @@ def _alarms(events, name):
     return [(e.get("active"), e.get("detail")) for e in events if e.get("alarm") == name]
 
 
+def _fill(fd: int) -> int:
+    """Write until the line takes no more; how many bytes it took."""
+    taken = 0
+    for chunk in (4096, 1):  # big writes first, then byte by byte to the brim
+        try:
+            while True:
+                taken += os.write(fd, b"\x55" * chunk)
+        except BlockingIOError:
+            pass
+    return taken
+
+
 def test_a_device_that_stops_reading_is_a_port_fault_not_a_blocked_loop():
     tr = PtyTransport()
     # answers are awaited far longer than the write deadline: the stalled port is the fault
@@ -100,12 +112,10 @@ def test_a_device_that_stops_reading_is_a_port_fault_not_a_blocked_loop():
         # the "device" never reads; fill the line's buffer behind its back
         filler = os.open(tr.path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY)
         try:
-            for chunk in (4096, 1):  # big writes first, then byte by byte to the brim
-                try:
-                    while True:
-                        os.write(filler, b"\x55" * chunk)
-                except BlockingIOError:
-                    pass
+            # the kernel moves bytes from the line's write buffer to the reader's side in
+            # the background: fill to the brim until a pause frees no more room
+            while _fill(filler):
+                time.sleep(0.1)
         finally:
             os.close(filler)
         for _ in range(20):
@@ -209,3 +219,65 @@ def test_run_refuses_to_start_without_its_device_port(tmp_path):
     )
     assert r.returncode == 2, r
     assert "no-such-tty" in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_a_trip_confirmed_only_by_the_status_snapshot_moves_every_view():
+    """Row 18: a device whose POSITION_CHANGE events never arrive, but whose ACKs show the
+    breaker open. The link's view is the one source of truth: the change is reported as a
+    position_changed (which the bay, its published XCBR Pos and the agent all follow) and
+    the trip's operation completes; nothing keeps saying "closed"."""
+    fw = Firmware(now_ns=0, config={"breaker": {"anti_pump": 0}})
+    link = LinkCore(LinkConfig(), 0)
+    link.opened(0)
+
+    def no_position_events(msg):
+        return None if isinstance(msg, m.PositionChange) else msg
+
+    def pump(now):
+        for _ in range(20):
+            out = link.take_output()
+            if out:
+                fw.receive(out, now)
+            back = [
+                x
+                for x in map(
+                    no_position_events, StreamDecoder(m.SENT_BY_DEVICE).feed(fw.take_output())
+                )
+                if x is not None
+            ]
+            if not out and not back:
+                return
+            for x in back:
+                link.receive(frame(x), now)
+
+    now = 0
+    for _ in range(50):
+        pump(now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    assert link.state == "up"
+    close = link.send_command("close", now)
+    for _ in range(30):
+        pump(now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    link.send_command("read_status", now)  # the status snapshot shows the breaker ON
+    pump(now)
+    seen = link.take_events()
+    assert ("operation_complete", close) in [(e.kind, e.seq) for e in seen]
+    assert [e.get("position") for e in seen if e.kind == "position_changed"][-1] == "ON"
+    trip = link.send_command("trip", now)
+    for _ in range(10):
+        pump(now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    link.send_command("ping", now)
+    pump(now)
+    seen = link.take_events()
+    moves = [(e.get("position"), e.get("cause")) for e in seen if e.kind == "position_changed"]
+    assert moves[-1] == ("OFF", "status"), moves
+    assert ("operation_complete", trip) in [(e.kind, e.seq) for e in seen]
+    assert link.view["position"] == int(m.Dbpos.OFF)
