@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from functools import cache
 from pathlib import Path
 
 from controller.engine import Table
@@ -89,5 +90,7 @@ class Publisher:
         return SendFrame(self.cfg.gocb_ref, tx.sides, data)
 
 
+@cache
 def load_table() -> Table:
+    """The publisher table, loaded once per process (a `Table` is immutable)."""
     return Table.load(TABLE_PATH)

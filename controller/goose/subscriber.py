@@ -21,6 +21,7 @@ is counted and shown, and never reaches a stream machine.
 from __future__ import annotations
 
 from collections import Counter, OrderedDict
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -38,7 +39,9 @@ TABLES = Path(__file__).parent / "tables"
 AB_WINDOW = 64
 
 
+@cache
 def load_tables() -> dict[str, Table]:
+    """The package's stream tables, loaded once per process (a `Table` is immutable)."""
     names = ("stream", "side", "ab_selector", "lgos")
     return {n: Table.load(TABLES / f"{n}.yaml") for n in names}
 

@@ -20,6 +20,7 @@ device and whether anything is published.
 from __future__ import annotations
 
 from collections import deque
+from functools import cache
 from typing import Any
 
 from controller.engine import Journal, Runner, Table
@@ -42,6 +43,12 @@ BAY = "bay"
 MODE = "mode"
 LINK_SEQ_KEY = "link.next_seq"
 SEQ_MARGIN = 64
+
+
+@cache
+def package_table(name: str) -> Table:
+    """A table of this package that configs do not replace (mode, input), loaded once."""
+    return Table.load(TABLES / f"{name}.yaml")
 
 
 class BayController:
@@ -88,13 +95,11 @@ class BayController:
         # arrive through the hub's sink like the GOOSE machines' do
         self.runner.on_step = self._note_step
         self.runner.start(self.bay, now_ns)
-        self.mode: Machine = Table.load(TABLES / "mode.yaml").new(
-            MODE, simulation=config.logic.simulation
-        )
+        self.mode: Machine = package_table("mode").new(MODE, simulation=config.logic.simulation)
         self.runner.start(self.mode, now_ns)
         if config.logic.mode != "on":
             self.runner.feed(MODE, f"set_{STATE_OF[config.logic.mode]}", now_ns, "config")
-        input_table = Table.load(TABLES / "input.yaml")
+        input_table = package_table("input")
         self.input_machines: dict[str, Machine] = {}
         for rule in self.inputs.all:
             m = input_table.new(
@@ -336,8 +341,10 @@ class BayController:
                 self._bay(ev, now_ns, payload)
         elif t is LgosView:
             self.reports.append(e)
-            if not e.st:
-                reason = reason_of(e.err)
+            # the subscription as it is now (a view may be overtaken by the next one)
+            lgos = self.hub.bank.by_id[e.stream].lgos
+            if not e.st and lgos.state != "valid":
+                reason = reason_of(lgos.ctx["err"])
                 for rule in self.inputs.rules_for(e.stream):
                     self._input(rule, False, reason, now_ns, queue)
         elif t is StreamState:
