@@ -1,4 +1,11 @@
-"""`goosectl listen`: the live subscriber; every frame classified, every state change shown."""
+"""`goosectl listen`: the live subscriber; every frame classified, every state change shown.
+
+Frames arrive through a TPACKET_V3 ring (`goose.rx_ring` of the config; default 10,000
+full-size frames deep), so a burst waits in memory while frames are printed. Nothing is
+lost silently: a `stats` JSON line (frames read, the kernel's drops and ring freezes,
+frames still unread at exit) is printed whenever the kernel's drop count grows and once at
+exit, in both output modes.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +19,14 @@ from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_live import LiveGoose, require_raw_sockets
+from controller.runtime.goose_live import (
+    CONTROLLER_RING,
+    LiveGoose,
+    RxDrops,
+    require_raw_sockets,
+)
 from controller.runtime.goose_report import Reporter
-from protocols.ethernet.rawsock import RawSocketError
+from protocols.ethernet.rawsock import RawSocketError, RingSpec
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -40,29 +52,64 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def open_live(hub: GooseHub, iface: str, iface_b: str | None) -> LiveGoose:
+def open_live(
+    hub: GooseHub, iface: str, iface_b: str | None, ring: RingSpec | None = CONTROLLER_RING
+) -> LiveGoose:
     reason = require_raw_sockets()
     if reason:
         raise CommandError(reason)
     try:
-        return LiveGoose(hub, iface, iface_b)
+        live = LiveGoose(hub, iface, iface_b, ring=ring)
     except PermissionError as exc:
         raise CommandError(str(exc)) from exc
     except (RawSocketError, OSError) as exc:
         raise CommandError(f"cannot open raw sockets: {exc}") from exc
+    for sock in live.socks.values():
+        if sock.ring_error:
+            print(f"goosectl: {sock.iface}: {sock.ring_error}; receiving with recvmsg "
+                  "(a burst beyond the socket buffer is dropped, and counted)",
+                  file=sys.stderr)  # fmt: skip
+    return live
+
+
+def stats_line(live: LiveGoose) -> str:
+    """``{"event": "stats", "received", "drops", "freeze", "unread", "rx", "sides"}``."""
+    counters = live.rx_stats()
+    return json.dumps(
+        {
+            "event": "stats",
+            "received": counters["received"],
+            "drops": counters["drops"],
+            "freeze": counters["freeze"],
+            "unread": counters["unread"],
+            "rx": live.rx_modes,
+            "sides": counters["sides"],
+        }
+    )
 
 
 def run(args: argparse.Namespace) -> int:
     config = load_goose_config(args.config, args.ied)
     check = wire_check(args.scl, config)
     hub = GooseHub(config, simulation=args.simulation)
-    live = open_live(hub, args.iface, args.iface_b)
+    live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+
+    def on_effects(out: list) -> None:
+        reporter.effects(out)
+        if any(type(e) is RxDrops for e in out):
+            print(stats_line(live))
+        sys.stdout.flush()
+
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
-    ready = {"event": "listening", "ifaces": [i for i in (args.iface, args.iface_b) if i]}
+    ready = {
+        "event": "listening",
+        "ifaces": [i for i in (args.iface, args.iface_b) if i],
+        "rx": live.rx_modes,
+    }
     print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
     sys.stdout.flush()
     try:
@@ -72,11 +119,12 @@ def run(args: argparse.Namespace) -> int:
                 reporter.frame(n, ts, b, v, out),
                 sys.stdout.flush(),
             ),
-            on_effects=lambda out: (reporter.effects(out), sys.stdout.flush()),
+            on_effects=on_effects,
             until_ns=until,
         )
     finally:
         live.close()
+    print(stats_line(live))
     if check is not None and args.json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()

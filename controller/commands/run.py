@@ -125,6 +125,7 @@ def run(args: argparse.Namespace) -> int:
                 "port": port,
                 "control": str(control.path),
                 "sessions_restored": restored,
+                "rx": live.live.rx_modes,
             }
         ),
         flush=True,
@@ -144,6 +145,8 @@ def run(args: argparse.Namespace) -> int:
                 "breaker": bay.bay.state,
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,
+                "rx": live.live.rx_stats(),
+                "tx": {"refused": live.live.tx_refused, "superseded": live.live.tx_superseded},
                 "counters": dict(live.status.counts),
                 "frame_latency_us": percentiles(list(live.live.latencies)),
                 "goose": bay.hub.counters(),

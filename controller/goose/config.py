@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from protocols.ethernet.mac import MacError, parse_mac
+from protocols.ethernet.ring import RingSpec, RingSpecError
 
 
 class _Cfg(BaseModel):
@@ -150,9 +151,45 @@ class PublisherCfg(_Cfg):
         return self
 
 
+class RxRingCfg(_Cfg):
+    """The receive ring of each interface (`protocols.ethernet.ring`): how deep a burst it
+    holds with nobody reading. `version` 3 packs frames in blocks (what `listen` uses), 2
+    gives every frame a slot and a wake-up (what `run` uses, for latency), 0 turns the ring
+    off (the socket's receive buffer, a few hundred frames); unset, the command chooses."""
+
+    version: Literal[0, 2, 3] | None = None
+    frames: int = 10_000
+    frame_bytes: int = 1518
+    block_kib: int = 8
+    retire_ms: int = 1
+
+    @model_validator(mode="after")
+    def _buildable(self) -> RxRingCfg:
+        kib = self.block_kib
+        if kib < 4 or kib & (kib - 1):
+            raise ValueError(f"block_kib: {kib} is not a power of two of at least 4 (a page)")
+        try:
+            self.spec(3)
+            self.spec(2)
+        except RingSpecError as exc:
+            raise ValueError(
+                str(exc).replace(f"block_bytes: {kib * 1024}", f"block_kib: {kib}")
+            ) from None
+        return self
+
+    def spec(self, default_version: int) -> RingSpec | None:
+        """The ring to ask for; None when turned off (`version: 0`)."""
+        version = default_version if self.version is None else self.version
+        if version == 0:
+            return None
+        return RingSpec(version, self.frames, self.frame_bytes, self.block_kib * 1024,
+                        self.retire_ms)  # fmt: skip
+
+
 class GooseConfig(_Cfg):
     interface_a: str | None = None
     interface_b: str | None = None
+    rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
 

@@ -1,7 +1,8 @@
 """The live shell for GOOSE: raw sockets, one selectors loop, the monotonic clock, timers.
 
-Hot path per frame: `recv_batch` (one syscall a frame), `hub.frame` (header parse, one
-dispatch), sends for any frame it emits. No scapy, no decoding of allData unless the state
+Hot path per frame: `recv_batch` (a memory-mapped ring: no syscall per frame, see
+`protocols.ethernet.ring`), `hub.frame` (header parse, one dispatch), sends for any frame it
+emits. No scapy, no decoding of allData unless the state
 changed. After start-up the loop freezes the garbage collector's view of everything
 allocated so far (`gc.freeze`) so a collection never walks the tables, the machines or the
 codec's caches; the per-frame garbage is short-lived and reference-counted away.
@@ -15,13 +16,21 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller.engine.effects import Notify
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
-from protocols.ethernet.rawsock import LinkDownError, RawSocket, RawSocketError
+from protocols.ethernet.rawsock import (
+    KernelStats,
+    LinkDownError,
+    RawSocket,
+    RawSocketError,
+    RingSpec,
+    TxQueueFullError,
+)
 from protocols.goose import Vlan
 
 #: Closer than this to a deadline the loop polls instead of sleeping (see `run`).
@@ -31,6 +40,54 @@ LINK_POLL_NS = 200_000_000
 
 FrameSink = Callable[[int, int, bytes, Vlan | None, list[Any]], None]
 EffectSink = Callable[[list[Any]], None]
+
+#: The receive ring of a live controller: TPACKET_V2, woken per frame (a V3 block timer
+#: would hold a lone trip frame up to a millisecond), 10,000 full-size frames deep.
+#: `listen` takes V3 (bursts, no per-frame wake-up); a config's `goose.rx_ring` overrides.
+CONTROLLER_RING = RingSpec(version=2)
+#: While the kernel refuses sends (ENOBUFS/EAGAIN) the loop retries this often.
+TX_RETRY_NS = 200_000
+
+
+@dataclass(frozen=True, slots=True)
+class RxDrops:
+    """The kernel dropped frames meant for us on one side (ring or receive buffer full).
+
+    Reported whenever the count grows: a drop is never silent. ``new`` since the last
+    report, the rest are totals since the socket opened."""
+
+    side: str
+    iface: str
+    new: int
+    drops: int
+    packets: int
+    freeze: int
+    received: int
+
+
+def rx_counters(socks: dict[str, RawSocket]) -> dict[str, Any]:
+    """Per side and summed: frames read, the kernel's counters, and what the kernel
+    delivered that was not read (still in the ring when we stopped)."""
+    sides: dict[str, Any] = {}
+    for side, sock in socks.items():
+        k = sock.kernel
+        got = sock.stats.received
+        sides[side] = {
+            "iface": sock.iface,
+            "rx": sock.rx_mode,
+            "received": got,
+            "drops": k.drops,
+            "freeze": k.freeze,
+            "kernel_packets": k.packets,
+            "unread": max(0, k.packets - k.drops - got - sock.stats.truncated),
+        }
+        if sock.ring_error:
+            sides[side]["ring_error"] = sock.ring_error
+    total = {
+        key: sum(v[key] for v in sides.values())
+        for key in ("received", "drops", "freeze", "kernel_packets", "unread")
+    }
+    return {**total, "sides": sides}
 
 
 def link_up(iface: str) -> bool:
@@ -50,9 +107,12 @@ class LiveGoose:
         iface_a: str | None,
         iface_b: str | None = None,
         promiscuous: bool | None = None,
+        ring: RingSpec | None = CONTROLLER_RING,
     ) -> None:
         """`hub` is a `GooseHub`, or anything with its inputs (start, frame, advance, link,
-        next_deadline) and its `bank` and `runner` (the bay controller's adapter)."""
+        next_deadline) and its `bank` and `runner` (the bay controller's adapter). `ring` is
+        the receive ring of each side (None: the socket's receive buffer); if the kernel
+        refuses it the side falls back to recvmsg and `rx_modes` says so."""
         self.hub = hub
         groups = sorted({s.dst for s in hub.bank.subs.values()})
         promisc = hub.bank.observer if promiscuous is None else promiscuous
@@ -61,10 +121,12 @@ class LiveGoose:
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():
-                self.socks[side] = RawSocket(iface, groups=groups, promiscuous=promisc)
+                self.socks[side] = RawSocket(iface, groups=groups, promiscuous=promisc, ring=ring)
         except BaseException:
             self.close()
             raise
+        #: the sockets as opened, kept after `close` for their final counters
+        self.opened = dict(self.socks)
         self.sel = selectors.DefaultSelector()
         for side, sock in self.socks.items():
             self.sel.register(sock.fileno(), selectors.EVENT_READ, side)
@@ -72,6 +134,14 @@ class LiveGoose:
         self.frames = 0
         self.sent = 0
         self.send_errors = 0
+        #: sends the kernel refused (ENOBUFS/EAGAIN), each retried; `tx_superseded` were
+        #: replaced by a newer frame of the same publisher before they got out
+        self.tx_refused = 0
+        self.tx_superseded = 0
+        self._held: dict[str, deque[SendFrame]] = {}
+        #: kernel drops of all sides (the sum of the last RxDrops reports)
+        self.drops = 0
+        self._drops_seen: dict[str, int] = {}
         self.errors = 0
         self.last_error: str | None = None
         self.extra: dict[int, Callable[[], None]] = {}
@@ -96,9 +166,85 @@ class LiveGoose:
         self.extra.pop(fd, None)
         self.sel.unregister(fd)
 
-    def execute(self, effects: list[Any], now_ns: int) -> list[Any]:
-        """Send what must be sent; a failed side is reported to the hub (failover)."""
+    @property
+    def rx_modes(self) -> dict[str, str]:
+        """How each side receives: tpacket_v3, tpacket_v2 or recvmsg (ring refused)."""
+        return {side: sock.rx_mode for side, sock in self.opened.items()}
+
+    def rx_stats(self) -> dict[str, Any]:
+        """Frames read and the kernel's counters, per side and summed (`rx_counters`)."""
+        return rx_counters(self.opened)
+
+    def poll_drops(self) -> list[RxDrops]:
+        """Read the kernel's counters of every side; one RxDrops per side whose drops grew."""
+        out: list[RxDrops] = []
+        for side, sock in self.socks.items():
+            try:
+                k: KernelStats = sock.kernel_stats()
+            except RawSocketError:
+                continue  # a link that went away: the receive path reports it
+            seen = self._drops_seen.get(side, 0)
+            if k.drops > seen:
+                self._drops_seen[side] = k.drops
+                self.drops += k.drops - seen
+                out.append(
+                    RxDrops(side, sock.iface, k.drops - seen, k.drops, k.packets, k.freeze,
+                            sock.stats.received)
+                )  # fmt: skip
+        return out
+
+    def _send(self, sock: RawSocket, e: SendFrame) -> bool:
+        """One frame on one side; False when the kernel refused it for now (held)."""
+        try:
+            sock.send(e.data)
+        except TxQueueFullError:
+            self.tx_refused += 1
+            return False
+        self.sent += 1
+        return True
+
+    def _hold(self, side: str, e: SendFrame) -> None:
+        """Queue a refused frame for the retry, in order; a newer frame of the same
+        publisher replaces the held one (it carries the same or a newer state)."""
+        q = self._held.setdefault(side, deque())
+        for i, old in enumerate(q):
+            if old.gocb_ref == e.gocb_ref:
+                del q[i]
+                self.tx_superseded += 1
+                break
+        q.append(e)
+
+    def retry_held(self, now_ns: int) -> list[Any]:
+        """Send what the kernel refused before, oldest first, until it refuses again."""
         more: list[Any] = []
+        for side in list(self._held):
+            q = self._held[side]
+            sock = self.socks.get(side)
+            if sock is None or side in self.down:
+                q.clear()
+            while q:
+                try:
+                    if not self._send(sock, q[0]):
+                        break
+                except (LinkDownError, RawSocketError, OSError):
+                    q.clear()
+                    self.send_errors += 1
+                    self.down.add(side)
+                    more.extend(self.hub.link(side, False, now_ns))
+                    break
+                q.popleft()
+            if not q:
+                del self._held[side]
+        if more:
+            more.extend(self.execute(more, now_ns))
+        return more
+
+    def execute(self, effects: list[Any], now_ns: int) -> list[Any]:
+        """Send what must be sent; a failed side is reported to the hub (failover). A send
+        the kernel refuses (ENOBUFS, EAGAIN: its queue is full, the link is not down) is
+        counted and held for `retry_held`; frames behind it on that side wait their turn."""
+        more: list[Any] = []
+        held = self._held
         for e in effects:
             if type(e) is not SendFrame:
                 continue
@@ -107,8 +253,8 @@ class LiveGoose:
                 if sock is None or side in self.down:
                     continue
                 try:
-                    sock.send(e.data)
-                    self.sent += 1
+                    if side in held or not self._send(sock, e):
+                        self._hold(side, e)
                 except (LinkDownError, RawSocketError, OSError):
                     self.send_errors += 1
                     self.down.add(side)
@@ -142,6 +288,8 @@ class LiveGoose:
                 break
             deadline = hub.next_deadline()
             wake = min(x for x in (deadline, next_poll, until_ns) if x is not None)
+            if self._held:
+                wake = min(wake, now + TX_RETRY_NS)
             # epoll rounds timeouts up to whole milliseconds: sleep to 1 ms before the
             # deadline, then poll without blocking, so a 4 ms MinTime is kept to tens of us
             slack = wake - now
@@ -151,8 +299,9 @@ class LiveGoose:
                 if side is None:
                     self.extra[key.fd]()
                     continue
+                sock = self.socks[side]
                 try:
-                    batch = self.socks[side].recv_batch()
+                    batch = sock.recv_batch()
                 except LinkDownError:
                     if side not in self.down:
                         self.down.add(side)
@@ -179,7 +328,15 @@ class LiveGoose:
                     number += 1
                     if on_frame:
                         on_frame(number, rx.ts_ns or time.time_ns(), rx.frame, vlan, out)
+                if sock.drops_pending:  # the ring flagged a drop: report it now
+                    drops = self.poll_drops()
+                    if drops and on_effects:
+                        on_effects(drops)
             now = clock()
+            if self._held:
+                out = self.retry_held(now)
+                if out and on_effects:
+                    on_effects(out)
             out = hub.advance(now)
             for hook in self.on_round:
                 hook(now)
@@ -189,6 +346,9 @@ class LiveGoose:
                     on_effects(out)
             if now >= next_poll:
                 next_poll = now + LINK_POLL_NS
+                drops = self.poll_drops()
+                if drops and on_effects:
+                    on_effects(drops)
                 for side in sorted(self.down):
                     if link_up(self.ifaces[side]):
                         self.down.discard(side)
@@ -198,6 +358,9 @@ class LiveGoose:
             journal = hub.runner.journal
             if journal is not None:
                 journal.maybe_flush(now)
+        drops = self.poll_drops()  # the last word on drops before the caller's report
+        if drops and on_effects:
+            on_effects(drops)
         gc.unfreeze()
 
     def _failed(self, exc: Exception, number: int) -> list[Any]:

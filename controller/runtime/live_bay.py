@@ -13,7 +13,7 @@ from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, SendFrame, StreamState
 from controller.logic.core import BayController
 from controller.logic.effects import Alarm, DeviceCommand
-from controller.runtime.goose_live import LiveGoose
+from controller.runtime.goose_live import LiveGoose, RxDrops
 from controller.runtime.serial_link import SerialLink
 from protocols.goose import Vlan
 
@@ -76,9 +76,27 @@ class Status:
                 self.alarms[e.name] = e.active
             elif t is StreamState:
                 self.counts[f"stream.{e.state}"] += 1
+            elif t is RxDrops:
+                self.drops(e)
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
                 self.stream.write(f"goosectl: {e.data}\n")
+
+    def drops(self, e: RxDrops) -> None:
+        """Frames the kernel dropped: counted, said on the status stream, and kept in the
+        journal's meta (`rx_drops.<side>`, written with its next batch)."""
+        self.counts["rx.drops"] += e.new
+        self.stream.write(
+            f"goosectl: network {e.side} ({e.iface}): the kernel dropped {e.new} frame(s) "
+            f"({e.drops} since start, ring freezes {e.freeze})\n"
+        )
+        journal = self.bay.runner.journal
+        if journal is not None:
+            journal.set_meta(
+                f"rx_drops.{e.side}",
+                {"iface": e.iface, "drops": e.drops, "packets": e.packets,
+                 "freeze": e.freeze, "received": e.received},
+            )  # fmt: skip
 
     def line(self) -> str:
         streams = " ".join(
@@ -90,7 +108,8 @@ class Status:
         return (
             f"breaker={self.bay.bay.state} pos={self.bay.bay.ctx['position']} "
             f"link={self.bay.link.state} streams[{streams}] alarms[{active}] "
-            f"frames={self.live.frames} last={lat / 1000 if lat else 0:.0f}us"
+            f"frames={self.live.frames} drops={self.live.drops} "
+            f"tx_refused={self.live.tx_refused} last={lat / 1000 if lat else 0:.0f}us"
         )
 
     def tick(self, now_ns: int) -> None:
@@ -117,7 +136,7 @@ class BayLive:
         self.bay = bay
         self.endpoint = endpoint or bay
         self.core = BayGooseCore(bay, self.endpoint)
-        self.live = LiveGoose(self.core, iface_a, iface_b)
+        self.live = LiveGoose(self.core, iface_a, iface_b, ring=bay.config.goose.rx_ring.spec(2))
         self.status = Status(bay, self.live)
         self.serial = SerialLink(port, core=self.endpoint)
         self.status_every = status_every

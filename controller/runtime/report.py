@@ -24,6 +24,7 @@ from controller.logic.effects import (
     ModeChanged,
     PublishTopic,
 )
+from controller.runtime.goose_live import RxDrops
 
 NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused
@@ -190,6 +191,11 @@ class Timeline:
             return (
                 f"{t}  frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
             )
+        if isinstance(r, RxDrops):
+            return (
+                f"{t}  network  {r.side} ({r.iface}): the kernel dropped {r.new} frame(s), "
+                f"{r.drops} since start"
+            )
         if isinstance(r, LinkEvent):
             if r.kind in ("position_changed",):
                 return f"{t}  device   position {r.get('position')} ({r.get('cause')})"
@@ -228,6 +234,14 @@ class Timeline:
         ]
         alarms = Counter(r.name for _, r in self.items if isinstance(r, Alarm) and r.active)
         out += [f"  alarm {a} raised {n} time(s)" for a, n in sorted(alarms.items())]
+        dropped = Counter()
+        for _, r in self.items:
+            if isinstance(r, RxDrops):
+                dropped[(r.side, r.iface)] += r.new
+        out += [
+            f"  {n} frame(s) dropped by the kernel on network {side} ({iface}): receive ring full"
+            for (side, iface), n in sorted(dropped.items())
+        ]
         lost = Counter(
             (r.stream.split("@")[0], r.side)
             for _, r in self.items

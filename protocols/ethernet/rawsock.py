@@ -32,21 +32,53 @@ What the socket does, and why:
   receive time (CLOCK_REALTIME, comparable with `time.time_ns()`) for wire latency.
 - The socket is created with protocol 0 (receives nothing), the filter is attached, and
   only then is it bound to ETH_P_ALL, so no unfiltered frame is ever queued.
+- With ``ring=RingSpec(...)`` frames arrive in a memory-mapped ring (`protocols.ethernet.ring`:
+  TPACKET_V3 for bursts, V2 for per-frame wake-ups) instead of the receive buffer: a burst
+  of ``ring.frames`` full-size frames fits with nobody reading, and a batch costs no system
+  call per frame. The ring header carries the stripped VLAN tag and the kernel time, so
+  auxdata is not needed. If the kernel refuses the ring the socket says so (`ring_error`)
+  and receives with `recvmsg` as before; `rx_mode` tells which is in use.
+- The kernel's counters (PACKET_STATISTICS: frames that passed the filter, drops, V3 ring
+  freezes) are read by `kernel_stats()` and summed, since reading resets them. A ring
+  flags drops in band (TP_STATUS_LOSING), so `drops_pending` costs nothing to ask.
 """
 
 from __future__ import annotations
 
 import contextlib
 import errno
+import os
 import socket
 import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from protocols.ethernet import bpf
 from protocols.ethernet.mac import format_mac, parse_mac
+from protocols.ethernet.ring import (
+    KernelStats,
+    RingError,
+    RingSpec,
+    RxFrame,
+    RxRing,
+    read_kernel_stats,
+)
 from protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
+
+__all__ = [
+    "FrameSizeError",
+    "KernelStats",
+    "LinkDownError",
+    "RawSocket",
+    "RawSocketError",
+    "RawSocketPermissionError",
+    "RingSpec",
+    "RxFrame",
+    "RxTxStats",
+    "TxQueueFullError",
+    "UnknownInterfaceError",
+    "interface_index",
+]
 
 # linux/if_ether.h, linux/if_packet.h, asm-generic/socket.h
 ETH_P_ALL = 0x0003
@@ -96,19 +128,6 @@ class TxQueueFullError(RawSocketError, BlockingIOError):
     """The kernel's transmit queue is full; the frame was not sent (non-blocking socket)."""
 
 
-class RxFrame(NamedTuple):
-    """One received frame: bytes as the kernel delivered them, the outer VLAN tag, kernel time.
-
-    ``frame`` usually lacks the tag (the kernel stripped it); ``vlan`` reports it either
-    way, from auxdata or from the bytes if it was left inline. ``ts_ns`` is CLOCK_REALTIME
-    nanoseconds, or None when timestamps are off.
-    """
-
-    frame: bytes
-    vlan: VlanTag | None
-    ts_ns: int | None
-
-
 @dataclass
 class RxTxStats:
     """Counters the runtime can export; kept as plain ints so updating costs nothing."""
@@ -146,13 +165,23 @@ class RawSocket:
         timestamps: bool = True,
         rcvbuf: int | None = None,
         max_frame: int = 9216,
+        ring: RingSpec | None = None,
+        sndbuf: int | None = None,
     ) -> None:
+        """``ring`` receives through a memory-mapped ring of that size and layout (None: the
+        socket's receive buffer, `rcvbuf` bytes if given); ``sndbuf`` sets SO_SNDBUF."""
         self.iface = iface
         self.ifindex = interface_index(iface)
         self.promiscuous = promiscuous
         self.ethertype = ethertype
         self.stats = RxTxStats()
         self._max_frame = max_frame
+        self._timestamps = timestamps
+        self.ring: RxRing | None = None
+        #: why the ring asked for could not be set up (the socket then uses recvmsg)
+        self.ring_error: str | None = None
+        #: the kernel's counters summed over every `kernel_stats()` call
+        self.kernel = KernelStats()
         self._groups: dict[bytes, None] = {}
         self._vlans: dict[tuple[int, int], VlanTag] = {}
         try:
@@ -165,12 +194,21 @@ class RawSocket:
             ) from None
         self._sock = sock
         try:
-            self._setup(groups, timestamps, rcvbuf)
+            self._setup(groups, timestamps, rcvbuf, sndbuf, ring)
         except BaseException:
+            if self.ring is not None:
+                self.ring.close()
             sock.close()
             raise
 
-    def _setup(self, groups: Iterable[bytes | str], timestamps: bool, rcvbuf: int | None) -> None:
+    def _setup(
+        self,
+        groups: Iterable[bytes | str],
+        timestamps: bool,
+        rcvbuf: int | None,
+        sndbuf: int | None,
+        ring: RingSpec | None,
+    ) -> None:
         sock = self._sock
         for mac in groups:
             self._groups[parse_mac(mac)] = None
@@ -180,6 +218,8 @@ class RawSocket:
             sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
         if rcvbuf is not None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+        if sndbuf is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, sndbuf)
         # Kernel < 4.20 lacks the option; the BPF filter's PKTTYPE check still drops them.
         with contextlib.suppress(OSError):
             sock.setsockopt(SOL_PACKET, PACKET_IGNORE_OUTGOING, 1)
@@ -188,6 +228,12 @@ class RawSocket:
         if self.promiscuous:
             self._membership(PACKET_ADD_MEMBERSHIP, PACKET_MR_PROMISC, b"")
         sock.setblocking(False)
+        if ring is not None:
+            # before bind: the first frame the filter accepts already lands in the ring
+            try:
+                self.ring = RxRing(sock, ring)
+            except RingError as exc:
+                self.ring_error = str(exc)
         try:
             sock.bind((self.iface, ETH_P_ALL))
         except OSError as exc:
@@ -241,8 +287,16 @@ class RawSocket:
         """For selectors/epoll: readable means at least one wanted frame is queued."""
         return self._sock.fileno()
 
+    @property
+    def rx_mode(self) -> str:
+        """How frames are received: "tpacket_v3", "tpacket_v2" or "recvmsg"."""
+        return f"tpacket_v{self.ring.version}" if self.ring is not None else "recvmsg"
+
     def recv_frame(self) -> RxFrame | None:
         """Next queued frame, or None if none is waiting. Never blocks."""
+        if self.ring is not None:
+            got = self.recv_batch(1)
+            return got[0] if got else None
         try:
             data, anc, flags, _addr = self._sock.recvmsg(self._max_frame, _ANC_BUFSIZE)
         except BlockingIOError:
@@ -273,6 +327,17 @@ class RawSocket:
         """Drain up to ``limit`` frames (one readiness event, many frames)."""
         out: list[RxFrame] = []
         stats = self.stats
+        ring = self.ring
+        if ring is not None:
+            n = ring.read(limit, out, self._vlan, self._timestamps)
+            stats.received += n
+            stats.truncated = ring.truncated
+            if n == 0:
+                # woken with nothing to read: a pending socket error (the link went down)
+                err = self._sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+                if err:
+                    raise self._mapped(OSError(err, os.strerror(err)), "receive on")
+            return out
         while len(out) < limit:
             truncated = stats.truncated
             rx = self.recv_frame()
@@ -281,6 +346,24 @@ class RawSocket:
             elif stats.truncated == truncated:
                 break  # queue empty; a truncated frame was skipped otherwise, keep going
         return out
+
+    @property
+    def drops_pending(self) -> bool:
+        """True when the ring flagged drops the counters have not been read for yet."""
+        return self.ring is not None and self.ring.losing
+
+    def kernel_stats(self) -> KernelStats:
+        """The kernel's counters since the socket opened (packets, drops, freeze); one
+        getsockopt. A closed socket keeps its last totals."""
+        if self.closed:
+            return self.kernel
+        try:
+            self.kernel += read_kernel_stats(self._sock)
+        except OSError as exc:
+            raise self._mapped(exc, "read the counters of") from None
+        if self.ring is not None:
+            self.ring.losing = False
+        return self.kernel
 
     def _vlan(self, tci: int, tpid: int) -> VlanTag:
         key = (tci, tpid)
@@ -339,7 +422,13 @@ class RawSocket:
         return self._sock.fileno() < 0
 
     def close(self) -> None:
-        """Close the socket; the kernel drops its memberships and promiscuous count with it."""
+        """Close the socket; the kernel drops its memberships and promiscuous count with it.
+        The kernel's counters are read one last time first (`kernel` keeps them)."""
+        if not self.closed:
+            with contextlib.suppress(OSError):
+                self.kernel_stats()
+        if self.ring is not None:
+            self.ring.close()
         self._sock.close()
 
     def __enter__(self) -> RawSocket:
@@ -350,4 +439,4 @@ class RawSocket:
 
     def __repr__(self) -> str:
         mode = "promiscuous" if self.promiscuous else f"{len(self._groups)} groups"
-        return f"<RawSocket {self.iface!r} ethertype={self.ethertype:#06x} {mode}>"
+        return f"<RawSocket {self.iface!r} ethertype={self.ethertype:#06x} {mode} {self.rx_mode}>"
