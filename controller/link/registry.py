@@ -386,11 +386,13 @@ def needs_sync(ctx, ev) -> bool:
 
 @REGISTRY.action
 def hold(ctx, ev) -> list:
-    """Resyncing: the device would refuse this (NOT_SYNCED), so it waits for `up`; its
-    number is used up now, so the caller's number names only this command."""
+    """Resyncing: the device would refuse this (NOT_SYNCED), so it waits for `up`. A new
+    command's number is used up now (the caller's number names only this command) and it
+    goes out under a fresh one; a reconciling re-send keeps its earlier number, so the
+    device still answers it from its store instead of running it twice."""
     sub, seq = ev.payload
     origin = seq if sub.origin is None else sub.origin
-    out: list = [{"held": (*ctx["held"], replace(sub, seq=None, origin=origin))}]
+    out: list = [{"held": (*ctx["held"], replace(sub, origin=origin))}]
     if sub.command in OPERATIONS:
         out.append({"ops": {**ctx["ops"], sub.command: origin}})
     if sub.seq is None:

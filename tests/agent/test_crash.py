@@ -22,21 +22,24 @@ from controller.runtime.control import ControlUnavailable, request
 
 REPO = Path(__file__).resolve().parents[2]
 
+# Step timeouts are hang guards, not the subject: a step's deadline is checkpointed, so it
+# counts the restart too, and a controller restarted on a loaded machine (the stress run
+# has a CPU hog on every core) can take seconds to import before it serves again.
 PROCEDURE = """
 name: cycle
 params: {bay: {type: int}}
 equipment: ["bay{bay}"]
 start: close_breaker
 steps:
-  close_breaker: {tool: device, args: {command: close}, timeout_ms: 4000, next: settle}
+  close_breaker: {tool: device, args: {command: close}, timeout_ms: 20000, next: settle}
   settle: {tool: delay, args: {ms: 400}, next: open_breaker}   # past the anti-pump window
-  open_breaker: {tool: device, args: {command: trip}, timeout_ms: 4000, next: verify_open}
-  verify_open: {tool: wait_device, args: {position: "off"}, timeout_ms: 4000,
+  open_breaker: {tool: device, args: {command: trip}, timeout_ms: 20000, next: verify_open}
+  verify_open: {tool: wait_device, args: {position: "off"}, timeout_ms: 20000,
                 next: open_disconnector}
   open_disconnector: {tool: device, args: {command: set_output, mask: 1, values: 1},
-                      timeout_ms: 4000, next: close_earth}
+                      timeout_ms: 20000, next: close_earth}
   close_earth: {tool: device, args: {command: set_output, mask: 2, values: 2},
-                timeout_ms: 4000, next: report}
+                timeout_ms: 20000, next: report}
   report: {tool: note, args: {text: "bay {bay} cycled and isolated"}}
 """
 
