@@ -23,6 +23,7 @@ from controller.agent.planner import Planner
 from controller.agent.procedure import Procedure, fill, parse_procedure
 from controller.engine import Journal, Machine, Runner, Table
 from controller.engine.effects import TIMER_EFFECTS
+from controller.engine.journal import JournalIOError
 from controller.engine.machine import Step
 
 TABLE = Path(__file__).parent / "tables" / "session.yaml"
@@ -96,7 +97,13 @@ class AgentService:
                 self.runner.feed(self._responded.popleft(), "responded", now_ns)
         self._release_finished(now_ns)
         if self.journal is not None:
-            self.journal.flush(now_ns)
+            try:
+                self.journal.flush(now_ns)
+            except JournalIOError:
+                # nothing operates before it is durable: the tools this input started are
+                # held back (each times out and follows its retry policy); the journal keeps
+                # the rows and commits them with the next input that finds the disk back
+                self.out = [e for e in self.out if type(e) is not RunTool]
 
     def take(self) -> list[Any]:
         out, self.out = self.out, []
@@ -150,6 +157,15 @@ class AgentService:
             bound = proc.bind(params)
         except (LookupError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
+        if self.journal is not None and self.journal.alarm is not None:
+            try:
+                self.journal.flush(now_ns)  # the disk may be back
+            except JournalIOError as exc:
+                return {
+                    "ok": False,
+                    "error": f"{exc.detail}: no procedure starts until the agent journal "
+                    "can commit",
+                }
         equipment = proc.equipment(bound)
         busy = [(e, self.locks[e]) for e in equipment if e in self.locks]
         if busy and proc.spec.conflict == "refuse":
@@ -184,6 +200,14 @@ class AgentService:
         else:
             self._accept(sid, now_ns)
         self._settle(now_ns)
+        if self.journal is not None and self.journal.alarm is not None:
+            # it could not be made durable, so it operates nothing: the session ends here
+            self.abort(sid, now_ns, "the agent journal cannot commit")
+            return {
+                "ok": False,
+                "session": sid,
+                "error": f"{self.journal.alarm}: the procedure was not started",
+            }
         return {"ok": True, "session": sid, "version": proc.version, "queued": bool(busy)}
 
     def redirect(self, sid: str, name: str, params: dict[str, Any], now_ns: int):

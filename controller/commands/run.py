@@ -10,9 +10,10 @@ from pathlib import Path
 
 from controller.cli import CommandError
 from controller.configfile import ConfigError, load_config
-from controller.engine import Journal
+from controller.engine.journal import JournalIOError
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.runtime.goose_live import require_raw_sockets
+from controller.runtime.journal_writer import LiveJournals, Retention
 from controller.runtime.report import percentiles
 
 PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
@@ -34,6 +35,31 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--port", help="serial port or URL of the device (default: device.port)")
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
+    p.add_argument(
+        "--journal-max-mb",
+        type=float,
+        default=512,
+        help="retention: the oldest journal rows are deleted above this size (0: no limit)",
+    )
+    p.add_argument(
+        "--journal-max-days",
+        type=float,
+        default=30,
+        help="retention: journal rows older than this are deleted (0: no limit)",
+    )
+    p.add_argument(
+        "--journal-queue",
+        type=int,
+        default=65_536,
+        help="rows the journal writer may hold; beyond, rows are dropped and counted",
+    )
+    p.add_argument(
+        "--agent-fsync",
+        choices=["thread", "inline"],
+        default="thread",
+        help="agent journal: commit before every effect, fsync on a thread right after "
+        "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
+    )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
     p.add_argument("--quiet", action="store_true", help="no status line every second")
     p.add_argument(
@@ -96,11 +122,23 @@ def run(args: argparse.Namespace) -> int:
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
-    journal = Journal(journal_path, durability="group") if journal_path else None
+    try:
+        journals = LiveJournals(
+            journal_path,
+            args.state / "agent.sqlite" if args.state else None,
+            Retention(
+                max_bytes=int(args.journal_max_mb * 1024 * 1024) or None,
+                max_age_s=args.journal_max_days * 86400 or None,
+            ),
+            args.journal_queue,
+            args.agent_fsync,
+        )
+    except JournalIOError as exc:
+        raise CommandError(str(exc)) from exc
+    journal = journals.bay
     now = time.monotonic_ns()
     bay = BayController(cfg, now, journal)
-    agent_journal = Journal(args.state / "agent.sqlite", durability="step") if args.state else None
-    service = AgentService(FolderPlanner(args.procedures), agent_journal)
+    service = AgentService(FolderPlanner(args.procedures), journals.agent)
     agent = AgentBay(bay, service)
     restored = agent.restore(now)
     iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
@@ -111,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    live.live.on_round.append(journals.watch(live.status))
     control = ControlServer(args.control or default_path(), agent.handle)
     control.attach(live.live.add_reader, live.live.remove_reader)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
@@ -134,10 +173,7 @@ def run(args: argparse.Namespace) -> int:
         live.run(until)
     finally:
         control.close()
-        if journal is not None:
-            journal.close()
-        if agent_journal is not None:
-            agent_journal.close()
+        journals.close()
     print(
         json.dumps(
             {
@@ -150,6 +186,7 @@ def run(args: argparse.Namespace) -> int:
                 "counters": dict(live.status.counts),
                 "frame_latency_us": percentiles(list(live.live.latencies)),
                 "goose": bay.hub.counters(),
+                "journal": journals.report(),
             }
         )
     )

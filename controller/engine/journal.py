@@ -29,7 +29,9 @@ Durability modes (per journal, so per machine group):
 An I/O error (a full disk, a failing device) never escapes as a bare sqlite error: an inline
 commit raises `JournalIOError` and keeps the batch for the next flush; a writer keeps retrying
 and reports its health, which `maybe_flush` turns into `journal/io_error` and `journal/io_ok`
-rows and the `alarm` attribute the shell shows.
+rows and the `alarm` attribute the shell shows. A journal opened on a full disk (SQLite
+cannot even create its WAL index) starts from an in-memory copy of the file (`read_only`)
+and opens the file for writing once a commit finds room.
 
 A small key/value `meta` table rides in the same transactions (e.g. the device link's next
 sequence number, so a restarted controller continues above it).
@@ -143,6 +145,9 @@ class Batch:
 class Sink(Protocol):
     """Where a journal with a writer hands its batches (see `journal_writer.JournalWriter`)."""
 
+    #: bumped on every change of health (read on the loop: one attribute, no call)
+    version: int
+
     def submit(self, batch: Batch, wait_s: float = 0.0) -> bool:
         """Take the batch (True) or refuse it because the queue is full (False), after
         waiting up to `wait_s` for room."""
@@ -177,22 +182,36 @@ def connect(path: str, durability: Durability) -> sqlite3.Connection:
     return db
 
 
-def read_only(path: str, exc: sqlite3.Error) -> sqlite3.Connection:
-    """What a journal reads from when its file cannot be opened for writing (a full disk:
-    SQLite cannot even size the WAL index): the file as it is, immutable, or nothing yet.
-
-    Only sound when the file holds everything (a clean shutdown checkpoints the WAL into it):
-    a WAL with content would be ignored, so then the error stands."""
-    wal = Path(path + "-wal")
-    if wal.exists() and wal.stat().st_size > 0:
-        raise JournalIOError(path, exc, 0, "cannot be opened, and its WAL holds commits")
-    if Path(path).exists():
-        uri = f"file:{Path(path).resolve()}?immutable=1"
-        db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False)
-    else:
-        db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-        db.executescript(SCHEMA)
-    return db
+def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3.Connection:
+    """What a journal reads from while its file cannot be opened the usual way (a full disk:
+    SQLite cannot size the WAL index, `-shm`): an in-memory copy of it, read through a
+    connection in exclusive locking mode (whose WAL index lives in memory), then closed so
+    the writer can open the file once the disk allows. Every table is copied except the
+    journal's rows, of which the last `keep_rows` (the file keeps them all)."""
+    mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    mem.executescript(SCHEMA)
+    if not Path(path).exists():
+        return mem
+    src = sqlite3.connect(path, isolation_level=None)
+    try:
+        src.execute("PRAGMA locking_mode=EXCLUSIVE")
+        tables = src.execute(
+            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
+        ).fetchall()
+        for name, sql in tables:
+            if name not in ("journal", "meta", "checkpoint"):
+                mem.execute(sql)
+            tail = f" ORDER BY seq DESC LIMIT {keep_rows}" if name == "journal" else ""
+            rows = src.execute(f'SELECT * FROM "{name}"{tail}').fetchall()
+            if rows:
+                marks = ",".join("?" * len(rows[0]))
+                mem.executemany(f'INSERT INTO "{name}" VALUES ({marks})', rows)
+    except sqlite3.Error as err:
+        mem.close()
+        raise JournalIOError(path, err, 0, f"cannot be read either (opening: {exc})") from exc
+    finally:
+        src.close()
+    return mem
 
 
 class JournalStore:
@@ -285,6 +304,7 @@ class Journal:
         self._meta: dict[str, str] = {}
         row = self.db.execute("SELECT MAX(seq) FROM journal").fetchone()
         self.seq = int(row[0] or 0)
+        #: batches committed inline or handed to the writer
         self.flushes = 0
         #: Who owns the armed timers (the runner's heap): asked at flush time, so a checkpoint
         #: holds the timers exactly as they were after the machine's last recorded step.
@@ -375,7 +395,8 @@ class Journal:
     def maybe_flush(self, now_ns: int) -> bool:
         """Flush if the group interval passed or the batch is full; the shell calls this.
         With a writer attached it also notices the writer's health (see `alarm`)."""
-        if self.sink is not None:
+        sink = self.sink
+        if sink is not None and sink.version != self._health_seen:
             self._watch(now_ns)
         if self.durability == "step" or (not self._pending and not self._dirty):
             return False
@@ -403,6 +424,7 @@ class Journal:
         self._last_flush_ns = now_ns
         if self.sink is not None:
             if self.sink.submit(batch, wait_s):
+                self.flushes += 1
                 if noted is not None:
                     self._loss = None
             else:
@@ -474,17 +496,19 @@ class Journal:
         own = [r for r in batch.rows if r[2] == SELF and r is not noted]
         lost = [r for r in batch.rows if r[2] != SELF]
         self._pending[:0] = own
-        if not lost:
-            return
-        self.lost_rows += len(lost)
-        first, last = lost[0], lost[-1]
-        if self._loss is None:
-            _, why = self.sink.health() if self.sink is not None else (0, None)
-            reason = "writer queue full" + (f": {why}" if why else "")
-            self._loss = [0, first[0], last[0], first[1], last[1], reason]
-        loss = self._loss
-        loss[0] += len(lost)
-        loss[2], loss[4] = last[0], last[1]
+        if lost:
+            self.lost_rows += len(lost)
+            first, last = lost[0], lost[-1]
+            if self._loss is None:
+                _, why = self.sink.health() if self.sink is not None else (0, None)
+                reason = "writer queue full" + (f": {why}" if why else "")
+                self._loss = [0, first[0], last[0], first[1], last[1], reason]
+            loss = self._loss
+            loss[0] += len(lost)
+            loss[2], loss[4] = last[0], last[1]
+        if noted is not None and self._loss is not None:
+            # the rows_lost row's own number stays unused: inside the range it will name
+            self._loss[2] = max(self._loss[2], noted[0])
 
     def _note_loss(self, now_ns: int | None) -> tuple:
         n, first_seq, last_seq, first_ns, last_ns, why = self._loss

@@ -75,7 +75,13 @@ class Retention:
 
 class JournalWriter:
     """The writer thread of one `group` journal. `start()` attaches it; `Journal.close()`
-    flushes and closes it (waiting up to its timeout for a disk that is full)."""
+    flushes and closes it (waiting up to its timeout for a disk that is full).
+
+    The loop's side of a hand-over is a deque append and two integer updates: no lock and
+    no wake-up call while batches keep coming (waking a thread costs the waker tens of
+    microseconds of context switches), because the writer, while there is traffic, looks
+    at the queue every `poll_s` on its own. After `idle_s` without a batch it sleeps on an
+    event, and the next hand-over sets it."""
 
     def __init__(
         self,
@@ -84,6 +90,8 @@ class JournalWriter:
         retention: Retention | None = None,
         retry_s: float = 1.0,
         coalesce_rows: int = 16_384,
+        poll_s: float = 0.005,
+        idle_s: float = 0.5,
     ) -> None:
         self.journal = journal
         self.path = journal.path
@@ -91,12 +99,20 @@ class JournalWriter:
         self.retention = retention or Retention()
         self.retry_s = retry_s
         self.coalesce_rows = coalesce_rows
+        self.poll_s = poll_s
+        self.idle_s = idle_s
         self._q: deque[Batch] = deque()
-        self._rows = 0
-        self._cv = threading.Condition()
-        self._closing = False
+        #: rows handed over (written by the loop only) and rows done with (writer only)
+        self._in_rows = 0
+        self._out_rows = 0
+        self._sleeping = False
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        #: waited on by `drain` and a waiting `submit`; notified after every commit
+        self._done = threading.Condition()
         self._deadline = 0.0
         self._health: tuple[int, str | None] = (0, None)
+        self.version = 0
         self._state: str | None = None
         #: rows and commits written, errors seen, rows given up at close, rows trimmed
         self.committed_rows = 0
@@ -119,67 +135,87 @@ class JournalWriter:
 
     def submit(self, batch: Batch, wait_s: float = 0.0) -> bool:
         size = batch.size
-        with self._cv:
-            if self._q and self._rows + size > self.max_rows:
-                if wait_s <= 0 or self._closing:
-                    return False
-                end = time.monotonic() + wait_s
-                while self._q and self._rows + size > self.max_rows:
+        if self.queued_rows and self.queued_rows + size > self.max_rows:
+            if wait_s <= 0 or self._stop.is_set() or self._state == "failing":
+                return False  # waiting for a disk that refuses would only delay
+            end = time.monotonic() + wait_s
+            with self._done:
+                while self.queued_rows and self.queued_rows + size > self.max_rows:
                     left = end - time.monotonic()
                     if left <= 0 or not self._thread.is_alive():
                         return False
-                    self._cv.wait(left)
-            self._q.append(batch)
-            self._rows += size
-            if self._rows > self.queue_peak:
-                self.queue_peak = self._rows
-            self._cv.notify_all()
+                    self._done.wait(left)
+        self._q.append(batch)
+        self._in_rows += size
+        queued = self._in_rows - self._out_rows
+        if queued > self.queue_peak:
+            self.queue_peak = queued
+        if self._sleeping:
+            self._sleeping = False
+            self._wake.set()
         return True
 
     def health(self) -> tuple[int, str | None]:
         return self._health
 
     def drain(self, timeout_s: float | None = None) -> bool:
-        with self._cv:
-            return (
-                self._cv.wait_for(lambda: not self._q or not self._thread.is_alive(), timeout_s)
-                and not self._q
+        self._wake.set()
+        with self._done:
+            self._done.wait_for(
+                lambda: not self.queued_rows or not self._thread.is_alive(), timeout_s
             )
+        return not self.queued_rows
 
     def close(self, timeout_s: float | None = 10.0) -> None:
         """Commit what is queued and stop; after `timeout_s` of a disk that refuses, give up
         (the rows still queued are counted in `abandoned_rows`)."""
-        with self._cv:
-            self._closing = True
-            self._deadline = time.monotonic() + (timeout_s if timeout_s is not None else 1e9)
-            self._cv.notify_all()
+        self._deadline = time.monotonic() + (timeout_s if timeout_s is not None else 1e9)
+        self._stop.set()
+        self._wake.set()
         if self._thread.is_alive():
             self._thread.join()
 
     @property
     def queued_rows(self) -> int:
-        return self._rows
+        return self._in_rows - self._out_rows
 
     # -- the thread -----------------------------------------------------------------------
+
+    def _next_work(self, next_check: float) -> bool:
+        """Wait for batches (polling while they flow, asleep when idle) or the retention
+        check; False once closing with nothing left."""
+        idle_since = time.monotonic()
+        while not self._q:
+            now = time.monotonic()
+            if self._stop.is_set():
+                return False
+            if now >= next_check:
+                return True
+            if now - idle_since < self.idle_s:
+                time.sleep(min(self.poll_s, next_check - now))
+                continue
+            self._sleeping = True
+            if self._q:  # a batch came between the look and the flag: no sleep
+                self._sleeping = False
+                break
+            self._wake.wait(next_check - now)
+            self._wake.clear()
+            self._sleeping = False
+        return True
 
     def _run(self) -> None:
         store: JournalStore | None = None
         next_check = 0.0
+        #: taken from the queue, not yet committed (kept across retries)
+        batches: list[Batch] = []
         while True:
-            with self._cv:
-                while not self._q and not self._closing:
-                    left = next_check - time.monotonic()
-                    if left <= 0:
-                        break  # time for the retention check
-                    self._cv.wait(left)
-                if not self._q and self._closing:
-                    break
-                batches, n = [], 0
-                for b in self._q:
-                    if batches and n + b.size > self.coalesce_rows:
-                        break
-                    batches.append(b)
-                    n += b.size
+            if not batches and not self._next_work(next_check) and not self._q:
+                break
+            n = sum(b.size for b in batches)
+            while self._q and (not batches or n + self._q[0].size <= self.coalesce_rows):
+                b = self._q.popleft()
+                batches.append(b)
+                n += b.size
             try:
                 if store is None:
                     store = self._open()
@@ -205,12 +241,16 @@ class JournalWriter:
                     store = None
                 if self._wait_retry():
                     continue
+                self._done_with(batches, committed=False)
+                self._done_with(self._drain_queue(), committed=False)
                 break
             except Exception as exc:  # a defect (say, a context value JSON cannot hold)
                 self._failing(f"journal {self.path}: {type(exc).__name__}: {exc}")
-                self._pop(batches, committed=False)
+                self._done_with(batches, committed=False)
+                batches = []
                 continue
-            self._pop(batches, committed=True)
+            self._done_with(batches, committed=True)
+            batches = []
             self._ok()
         if store is not None:
             with contextlib.suppress(sqlite3.Error):
@@ -227,29 +267,30 @@ class JournalWriter:
             raise
         return JournalStore(db, self.path)
 
-    def _pop(self, batches: list[Batch], committed: bool) -> None:
-        with self._cv:
-            for _ in batches:
-                b = self._q.popleft()
-                self._rows -= b.size
-                if not committed:
-                    self.abandoned_rows += len(b.rows)
-            self._cv.notify_all()
+    def _done_with(self, batches: list[Batch], committed: bool) -> None:
+        for b in batches:
+            self._out_rows += b.size
+            if not committed:
+                self.abandoned_rows += len(b.rows)
+        with self._done:
+            self._done.notify_all()
+
+    def _drain_queue(self) -> list[Batch]:
+        out = []
+        while self._q:
+            out.append(self._q.popleft())
+        return out
 
     def _wait_retry(self) -> bool:
         """Sleep `retry_s` before trying again; False when closing has run out of time
         (what is still queued is then given up and counted)."""
-        with self._cv:
-            if self._closing and time.monotonic() >= self._deadline:
-                self.abandoned_rows += sum(len(b.rows) for b in self._q)
-                self._q.clear()
-                self._rows = 0
-                self._cv.notify_all()
+        if self._stop.is_set():
+            left = self._deadline - time.monotonic()
+            if left <= 0:
                 return False
-            wait = self.retry_s
-            if self._closing:
-                wait = min(wait, max(0.0, self._deadline - time.monotonic()))
-            self._cv.wait(wait)
+            time.sleep(min(self.retry_s, left))
+        else:
+            self._stop.wait(self.retry_s)
         return True
 
     def _failing(self, why: str) -> None:
@@ -258,11 +299,13 @@ class JournalWriter:
         if self._state != "failing" or self._health[1] != why:
             self._state = "failing"
             self._health = (self._health[0] + 1, why)
+            self.version = self._health[0]
 
     def _ok(self) -> None:
         if self._state != "ok":
             self._state = "ok"
             self._health = (self._health[0] + 1, None)
+            self.version = self._health[0]
 
     # -- retention --------------------------------------------------------------------------
 
@@ -330,7 +373,7 @@ class JournalWriter:
             "committed_rows": self.committed_rows,
             "commits": self.commits,
             "lost_rows": self.journal.lost_rows + self.abandoned_rows,
-            "queued_rows": self._rows,
+            "queued_rows": self.queued_rows,
             "queue_peak_rows": self.queue_peak,
             "trimmed_rows": self.trimmed_rows,
             "errors": self.errors,
@@ -504,7 +547,7 @@ class LiveJournals:
             out["agent_journal"] = why
         return out
 
-    def close(self, timeout_s: float = 10.0) -> None:
+    def close(self, timeout_s: float = 5.0) -> None:
         """Flush and close both (the bay's writer waits up to `timeout_s` for a full disk)."""
         try:
             if self.bay is not None:

@@ -1,0 +1,172 @@
+"""The journal's cost on the live loop: inline commits (before) against the writer thread.
+
+A paced loop on the monotonic clock, as `goosectl run` has it: 3,000 transitions a second
+(the rate behind the issue's 17 MB a minute) spread over 8 machines, a `group` journal on a
+file flushed by `maybe_flush` every 5 ms, the garbage collector on (frozen after start-up,
+as the live loop does). Timed on the loop, every iteration:
+
+- `maybe_flush` (the append, and inline: the commit) — all iterations, and the flushing
+  ones alone (>= 1,000 of them: 5 s of loop);
+- how late the loop wakes after its sleep (a writer thread holding the GIL shows here);
+
+and on the writer thread, every commit's duration. The same for `step` (the agent layer):
+one commit per input, with its fsync inline (synchronous=FULL) or on the syncer thread.
+Baseline and contender are measured in the same run; ratios are contender/baseline.
+"""
+
+from __future__ import annotations
+
+import gc
+import time
+from pathlib import Path
+
+import pytest
+
+from benchmarks.percentiles import ratio, summarise
+from controller.engine import Journal, Runner, Table
+from controller.runtime.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
+
+GROUP = "journal-on-the-loop"
+RATE_HZ = 3000
+MACHINES = 8
+
+WORKER = """
+name: worker
+initial: idle
+states: [idle, busy]
+events: [job, done]
+context:
+  jobs: sum
+  last: replace
+transitions:
+  - {source: idle, event: job, target: busy, actions: [{name: incr, args: {field: jobs}}]}
+  - {source: busy, event: done, target: idle}
+"""
+
+#: writer mode, flushing iterations: the append must stay far below a frame's budget
+BUDGET_FLUSH_P99_US = 200.0
+
+
+def paced_loop(journal: Journal, table: Table, seconds: float, flushes: int = 1000):
+    """Run the loop for `seconds` and at least `flushes` flushes (a loaded machine falls
+    behind the pace); returns (all maybe_flush times, flushing ones, wake lateness) in ns."""
+    runner = Runner(journal)
+    clock = time.monotonic_ns
+    now = clock()
+    for i in range(MACHINES):
+        runner.start(table.new(f"m{i}"), now)
+    gc.collect()
+    gc.freeze()
+    period = 1_000_000_000 // RATE_HZ
+    end = now + int(seconds * 1e9)
+    every, flushing, late = [], [], []
+    events = ("job", "done")
+    timer = time.perf_counter_ns
+    target = clock()
+    i = 0
+    try:
+        while True:
+            now = clock()
+            if now >= end and len(flushing) >= flushes:
+                break
+            late.append(max(0, now - target))
+            runner.feed(f"m{i % MACHINES}", events[(i // MACHINES) % 2], now)
+            before = journal.flushes
+            a = timer()
+            journal.maybe_flush(now)
+            b = timer()
+            every.append(b - a)
+            if journal.flushes != before:
+                flushing.append(b - a)
+            i += 1
+            target += period
+            pause = target - clock()
+            if pause > 0:
+                time.sleep(pause / 1e9)
+    finally:
+        gc.unfreeze()
+    return every, flushing, late
+
+
+@pytest.fixture
+def table(tmp_path: Path) -> Table:
+    path = tmp_path / "worker.yaml"
+    path.write_text(WORKER)
+    return Table.load(path)
+
+
+def test_group_journal_on_the_loop_inline_vs_writer(benchmark, tmp_path, short, table):
+    seconds = 5.0 if short else 20.0
+    inline = Journal(tmp_path / "inline.sqlite", durability="group")
+    every_i, flush_i, late_i = paced_loop(inline, table, seconds)
+    inline.close()
+
+    threaded = Journal(tmp_path / "writer.sqlite", durability="group")
+    writer = JournalWriter(threaded).start()
+    bound_gil_wait()
+    every_w, flush_w, late_w = paced_loop(threaded, table, seconds)
+    threaded.close()
+
+    r = {
+        "inline_all": summarise("inline commit: maybe_flush, every iteration", GROUP, every_i),
+        "inline_flush": summarise("inline commit: maybe_flush, flushing", GROUP, flush_i),
+        "inline_late": summarise("inline commit: loop wake-up lateness", GROUP, late_i),
+        "writer_all": summarise("writer thread: maybe_flush, every iteration", GROUP, every_w),
+        "writer_flush": summarise("writer thread: maybe_flush (append), flushing", GROUP, flush_w),
+        "writer_late": summarise("writer thread: loop wake-up lateness", GROUP, late_w),
+        "commit": summarise(
+            "writer thread: one commit (its thread)", GROUP, list(writer.commit_ns)
+        ),
+    }
+    ratio(r["writer_all"], r["inline_all"])
+    ratio(r["writer_flush"], r["inline_flush"])
+    ratio(r["writer_late"], r["inline_late"])
+    benchmark.extra_info.update({k: v.as_dict() for k, v in r.items()})
+    benchmark.extra_info["writer"] = {
+        k: v for k, v in writer.status().items() if k not in ("commit_us", "path")
+    }
+    benchmark.pedantic(lambda: None, rounds=1)
+
+    assert len(flush_i) >= 1000 and len(flush_w) >= 1000, (len(flush_i), len(flush_w))
+    assert writer.status()["lost_rows"] == 0 and writer.committed_rows > 0
+    assert r["writer_flush"].p99 < BUDGET_FLUSH_P99_US, r["writer_flush"].as_dict()
+    assert r["writer_flush"].p99 < r["inline_flush"].p99 / 5, (
+        r["writer_flush"].as_dict(),
+        r["inline_flush"].as_dict(),
+    )
+
+
+def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_path, short, table):
+    n = 1000 if short else 3000
+    out = {}
+    for mode in ("inline", "thread"):
+        journal = Journal(tmp_path / f"{mode}.sqlite", durability="step")
+        syncer = WalSyncer(journal).start() if mode == "thread" else None
+        runner = Runner(journal)
+        runner.start(table.new("s"), 0)
+        journal.flush(0)
+        times = []
+        timer = time.perf_counter_ns
+        for i in range(n):
+            now = (i + 1) * 1_000_000
+            runner.feed("s", ("job", "done")[i % 2], now, input_pos=i)
+            a = timer()
+            journal.flush(now)
+            times.append(timer() - a)
+            time.sleep(0.001)  # an operator's procedure is not a flood
+        journal.close()
+        name = (
+            "step: commit + fsync before the effect (inline)"
+            if mode == "inline"
+            else "step: commit before the effect, fsync on the syncer"
+        )
+        out[mode] = summarise(name, GROUP, times)
+        if syncer is not None:
+            syncer.close()
+            out["lag"] = summarise(
+                "step: commit -> fsync done (syncer thread)", GROUP, list(syncer.lag_ns)
+            )
+    ratio(out["thread"], out["inline"])
+    benchmark.extra_info.update({k: v.as_dict() for k, v in out.items()})
+    benchmark.pedantic(lambda: None, rounds=1)
+    assert out["thread"].p50 < out["inline"].p50, (out["thread"].as_dict(), out["inline"].as_dict())
