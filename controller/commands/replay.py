@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -10,8 +11,15 @@ from controller.cli import CommandError
 from controller.commands.scl import add_check_args, wire_check
 from controller.configfile import ConfigError, load_config
 from controller.engine import Journal
+from controller.engine.effects import Notify
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
+from controller.runtime.capture_clock import (
+    DEFAULT_MAX_GAP_NS,
+    CaptureClock,
+    CaptureTimeError,
+    TimeJump,
+)
 from controller.runtime.goose_report import Reporter
 from controller.runtime.replay import Replay, capture_frames
 from protocols.ethernet.pcap import CaptureError
@@ -36,6 +44,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     pace.add_argument("--speed", type=float, help="pace against the wall clock (1 = real time)")
     pace.add_argument("--topspeed", action="store_true", help="as fast as possible (default)")
     p.add_argument("--loop", type=int, default=1, help="replay the capture N times")
+    p.add_argument(
+        "--max-gap",
+        type=float,
+        default=DEFAULT_MAX_GAP_NS / 1e9,
+        metavar="SECONDS",
+        help="a forward step of the capture's clock beyond this (or any step back) is a "
+        "time jump: reported, counted and not replayed, timers re-anchored "
+        f"(default {DEFAULT_MAX_GAP_NS / 1e9:g})",
+    )
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--appid", type=lambda s: int(s, 0), help="print only this APPID")
     p.add_argument("--gocbref", help="print only this gocbRef")
@@ -86,9 +103,11 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--speed must be > 0")
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
+    max_gap = _max_gap(args)
     journal = Journal(args.journal, durability="group") if args.journal else None
     hub = GooseHub(config, journal, simulation=args.simulation)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    clock = CaptureClock(max_gap, reporter.time_jump)
 
     def on_frame(number, ts, data, effects):
         if check is not None:
@@ -102,8 +121,8 @@ def run(args: argparse.Namespace) -> int:
 
     replay = Replay(hub, args.out, args.speed, on_frame, on_effects)
     try:
-        replay.run(capture_frames(args.file, args.loop))
-    except CaptureError as exc:
+        replay.run(capture_frames(args.file, args.loop, clock))
+    except (CaptureError, CaptureTimeError) as exc:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
@@ -129,14 +148,18 @@ def run_controller(args: argparse.Namespace) -> int:
         cfg = load_config(path, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    jumps: list[TimeJump] = []
+    clock = CaptureClock(_max_gap(args), jumps.append)
+    # streamed: the first frame gives the start time, the rest is read as the run goes
+    stream = capture_frames(args.file, args.loop, clock)
     try:
-        frames = [(ts, data) for _, ts, data in capture_frames(args.file, args.loop)]
-    except CaptureError as exc:
+        first = next(stream, None)
+    except (CaptureError, CaptureTimeError) as exc:
         raise CommandError(str(exc)) from exc
-    if not frames:
+    if first is None:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
-    t0 = frames[0][0]
+    t0 = first[1]
     journal = Journal(args.journal, durability="group") if args.journal else None
     bay = BayController(cfg, t0, journal)
     if args.mode:
@@ -147,16 +170,32 @@ def run_controller(args: argparse.Namespace) -> int:
     timeline = Timeline(t0)
     wire, close_wire = make_wire(bay, fw, t0, args.pty)
     replay = BayReplay(bay, fw, args.out, timeline.add, wire=wire)
+
+    def frames():
+        for _, ts, data in itertools.chain([first], stream):
+            for jump in jumps:  # a jump is noted at the time its frame is replayed
+                timeline.add(jump.replay_ns, Notify("capture time jump", jump.text()))
+            jumps.clear()
+            if check is not None:
+                check.frame(ts, data)
+            yield ts, data
+
     try:
-        replay.run(frames)
+        replay.run(frames())
+    except (CaptureError, CaptureTimeError) as exc:
+        raise CommandError(str(exc)) from exc
     finally:
         replay.close()
         close_wire()
+    anomalies = timeline.anomalies()
+    if clock.total_jumps:
+        kinds = ", ".join(f"{n} {k}" for k, n in clock.jumps.items() if n)
+        anomalies.append(f"  {clock.total_jumps} capture time jump(s) ({kinds}): gaps not replayed")
     lines = [
         *report_block(
             "virtual time",
             timeline.lines(),
-            timeline.anomalies(),
+            anomalies,
             "wall clock, in process",
             {
                 "frame in -> effects out": percentiles(replay.frame_ns),
@@ -171,7 +210,11 @@ def run_controller(args: argparse.Namespace) -> int:
     ]
     print("\n".join(lines))
     if check is not None:
-        for ts, data in frames:
-            check.frame(ts, data)
         check.print(args.json)
     return 0
+
+
+def _max_gap(args: argparse.Namespace) -> int:
+    if not args.max_gap >= 0:  # also refuses NaN
+        raise CommandError("--max-gap must be >= 0 seconds")
+    return round(args.max_gap * 1e9)

@@ -19,6 +19,7 @@ from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
+from controller.runtime.capture_clock import TimeJump
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
 
 
@@ -37,6 +38,8 @@ class Reporter:
         self.appid = appid
         self.gocb_ref = gocb_ref
         self.t0: float | None = None
+        #: capture clock jumps reported (replay)
+        self.time_jumps = 0
 
     def _stream_state(self, stream_id: str) -> str | None:
         m = self.hub.runner.machines.get(stream_id)
@@ -140,8 +143,23 @@ class Reporter:
         else:  # a frame's strings may hold line feeds or ESC: one event, one line
             self.out.write(printable(text()) + "\n")
 
+    def time_jump(self, jump: TimeJump) -> None:
+        """A jump of the capture's clock (replay): one event, the gap not replayed."""
+        self.time_jumps += 1
+        obj = {
+            "event": "time_jump",
+            "frame": jump.frame,
+            "kind": jump.kind,
+            "step_s": None if jump.step_ns is None else jump.step_ns / 1e9,
+            "capture_ns": jump.capture_ns,
+            "replay_ns": jump.replay_ns,
+        }
+        self._emit(obj, lambda: f"!! time jump: {jump.text()}")
+
     def summary(self) -> None:
         counters = self.hub.counters()
+        if self.time_jumps:
+            counters = {**counters, "time_jumps": self.time_jumps}
         if self.as_json:
             self.out.write(json.dumps({"event": "counters", **counters}) + "\n")
             return
@@ -156,7 +174,10 @@ class Reporter:
                 f"ConfRevNum={lg['ConfRevNum']} RxConfRevNum={lg['RxConfRevNum']} "
                 f"NdsCom={lg['NdsCom']} ErrSt={lg['ErrSt']} src={lg['src']}\n"
             )
-        self.out.write(f"unmatched={counters['unmatched']} malformed={counters['malformed']}\n")
+        jumps = f" time_jumps={self.time_jumps}" if self.time_jumps else ""
+        self.out.write(
+            f"unmatched={counters['unmatched']} malformed={counters['malformed']}{jumps}\n"
+        )
 
 
 def lgos_text(v: LgosView) -> str:

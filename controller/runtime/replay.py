@@ -2,9 +2,11 @@
 
 The capture's timestamps are the clock: before each frame every timer due by then fires
 at its own deadline, so TAL expiries and retransmissions land between frames exactly as
-they would have live. Frames the publishers emit go to an output pcap with their virtual
-timestamps. Same capture + same config = same journal and same output pcap, byte for byte.
-`speed` paces the replay against the wall clock (1.0 = as captured); None = top speed.
+they would have live. A jump of the capture's clock (back, or forward past a gap limit)
+is reported and not replayed (`capture_clock`), so no timer catches up on it. Frames
+the publishers emit go to an output pcap with their virtual timestamps. Same capture +
+same config = same journal and same output pcap, byte for byte. `speed` paces the replay
+against the wall clock (1.0 = as captured); None = top speed.
 """
 
 from __future__ import annotations
@@ -16,26 +18,34 @@ from typing import Any
 
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
+from controller.runtime.capture_clock import CaptureClock
 from protocols.ethernet.pcap import PcapWriter, read_capture
 from protocols.goose import is_goose
 
 LINKTYPE_ETHERNET = 1
+#: Replay time between two loops over one capture.
+LOOP_GAP_NS = 1_000_000_000
 
 
-def capture_frames(path: str | Path, loops: int = 1) -> Iterator[tuple[int, int, bytes]]:
-    """(number, virtual ts_ns, bytes) of the GOOSE frames; loop k is shifted past loop k-1."""
-    frames = [
-        (f.number, f.ts_ns, f.data) for f in read_capture(path) if f.linktype == LINKTYPE_ETHERNET
-    ]
-    if not frames:
-        return
-    span = frames[-1][1] - frames[0][1]
-    gap = 1_000_000_000  # one second between loops
+def capture_frames(
+    path: str | Path, loops: int = 1, clock: CaptureClock | None = None
+) -> Iterator[tuple[int, int, bytes]]:
+    """(number, replay ts_ns, bytes) of the GOOSE frames, streamed from the file (never
+    all in memory); loop k starts one second after loop k-1 ends (the file is read again).
+
+    Every Ethernet frame's capture time goes through `clock` (a default one if None), so a
+    jump of the capture's clock is reported there and never replayed (`CaptureClock`);
+    it raises `CaptureTimeError` if replay time would pass 2106."""
+    clock = clock or CaptureClock()
     for k in range(loops):
-        shift = k * (span + gap)
-        for number, ts, data in frames:
-            if is_goose(data):
-                yield number, ts + shift, data
+        if k:
+            clock.pause(LOOP_GAP_NS)
+        for f in read_capture(path):
+            if f.linktype != LINKTYPE_ETHERNET:
+                continue
+            ts = clock.place(f.number, f.ts_ns)
+            if is_goose(f.data):
+                yield f.number, ts, f.data
 
 
 class Replay:

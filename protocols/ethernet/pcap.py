@@ -5,7 +5,8 @@ either byte order with micro- or nanosecond timestamps, and pcapng (SHB, IDB wit
 if_tsresol / if_tsoffset, EPB, SPB, the obsolete PB; other blocks skipped; several
 sections). Timestamps come out as integer nanoseconds, so replay never rounds through
 floats. A file it cannot read raises `CaptureError` naming the path, offset and reason,
-after yielding every frame before the defect.
+after yielding every frame before the defect. Records are streamed from the file (one in
+memory at a time), so a capture's size costs no memory.
 
 `PcapWriter` writes classic little-endian pcap with nanosecond timestamps (magic
 0xa1b23c4d): byte-for-byte deterministic for the same frames and times.
@@ -24,6 +25,8 @@ LINKTYPE_ETHERNET = 1
 MAX_SNAPLEN = 262_144
 #: Largest pcapng block accepted (a packet plus generous options).
 MAX_BLOCK = MAX_SNAPLEN + 65_536
+#: Read buffer: records are read one by one from it, never the whole file.
+_BUFFER = 1 << 16
 
 _PCAP_MAGIC = {
     b"\xd4\xc3\xb2\xa1": ("<", 1_000),  # little-endian, microseconds
@@ -54,47 +57,68 @@ class CapturedFrame(NamedTuple):
 
 
 def read_capture(path: str | Path) -> Iterator[CapturedFrame]:
-    """Iterate the packets of a pcap or pcapng file."""
+    """Iterate the packets of a pcap or pcapng file, streaming: one record in memory at a
+    time, so a capture of any size (or a FIFO still being written) replays in constant
+    memory. The file is opened and its magic number checked now; a defect further on is
+    raised when iteration reaches it."""
     try:
-        raw = Path(path).read_bytes()
+        fh = open(path, "rb", buffering=_BUFFER)  # noqa: SIM115 - the reader closes it
     except OSError as exc:
         raise CaptureError(path, 0, f"cannot open: {exc.strerror or exc}") from None
-    if len(raw) < 4:
-        raise CaptureError(path, 0, f"file of {len(raw)} bytes has no magic number")
-    magic = raw[:4]
+    try:
+        magic = fh.read(4)
+    except OSError as exc:
+        fh.close()
+        raise CaptureError(path, 0, f"cannot read: {exc.strerror or exc}") from None
+    if len(magic) < 4:
+        fh.close()
+        raise CaptureError(path, 0, f"file of {len(magic)} bytes has no magic number")
     if magic in _PCAP_MAGIC:
-        return _read_pcap(path, raw)
+        return _closing(fh, _read_pcap(path, fh, magic))
     if int.from_bytes(magic, "little") == _SHB:
-        return _read_pcapng(path, raw)
+        return _closing(fh, _read_pcapng(path, fh, magic))
+    fh.close()
     raise CaptureError(path, 0, f"magic {magic.hex()} is neither pcap nor pcapng")
 
 
-def _read_pcap(path: str | Path, raw: bytes) -> Iterator[CapturedFrame]:
-    endian, scale = _PCAP_MAGIC[raw[:4]]
-    if len(raw) < 24:
+def _closing(fh: BinaryIO, records: Iterator[CapturedFrame]) -> Iterator[CapturedFrame]:
+    """The records, closing the file when they end, fail, or the caller stops early."""
+    try:
+        yield from records
+    finally:
+        fh.close()
+
+
+def _read_pcap(path: str | Path, fh: BinaryIO, magic: bytes) -> Iterator[CapturedFrame]:
+    endian, scale = _PCAP_MAGIC[magic]
+    rest = fh.read(20)
+    if len(rest) < 20:
         raise CaptureError(path, 0, "pcap global header needs 24 bytes")
-    (network,) = struct.unpack_from(endian + "I", raw, 20)
+    (network,) = struct.unpack_from(endian + "I", rest, 16)
     linktype = network & 0x0FFFFFFF  # upper bits carry FCS information
-    record = struct.Struct(endian + "IIII")
+    record = struct.Struct(endian + "IIII").unpack
+    limit = 1_000_000 if scale != 1 else 1_000_000_000
+    unit = "microsecond" if scale != 1 else "nanosecond"
+    read = fh.read
     off = 24
     number = 0
-    n = len(raw)
-    while off < n:
-        if off + 16 > n:
-            raise CaptureError(path, off, f"record header cut short ({n - off} of 16 bytes)")
-        sec, frac, incl, _orig = record.unpack_from(raw, off)
+    while True:
+        head = read(16)
+        if not head:
+            return
+        if len(head) < 16:
+            raise CaptureError(path, off, f"record header cut short ({len(head)} of 16 bytes)")
+        sec, frac, incl, _orig = record(head)
         if incl > MAX_SNAPLEN:
             raise CaptureError(path, off, f"captured length {incl} exceeds {MAX_SNAPLEN}")
-        if scale != 1 and frac >= 1_000_000:
-            raise CaptureError(path, off, f"microsecond field {frac} >= 1000000")
-        start = off + 16
-        if start + incl > n:
-            raise CaptureError(path, off, f"packet data cut short ({n - start} of {incl} bytes)")
+        if frac >= limit:
+            raise CaptureError(path, off, f"{unit} field {frac} >= {limit}")
+        data = read(incl)
+        if len(data) < incl:
+            raise CaptureError(path, off, f"packet data cut short ({len(data)} of {incl} bytes)")
         number += 1
-        yield CapturedFrame(
-            number, sec * 1_000_000_000 + frac * scale, raw[start : start + incl], linktype
-        )
-        off = start + incl
+        yield CapturedFrame(number, sec * 1_000_000_000 + frac * scale, data, linktype)
+        off += 16 + incl
 
 
 class _Iface(NamedTuple):
@@ -140,18 +164,21 @@ def _options(
         off = end + (-length % 4)
 
 
-def _read_pcapng(path: str | Path, raw: bytes) -> Iterator[CapturedFrame]:
-    n = len(raw)
+def _read_pcapng(path: str | Path, fh: BinaryIO, magic: bytes) -> Iterator[CapturedFrame]:
+    read = fh.read
     off = 0
     e = "<"
     ifaces: list[_Iface] = []
     number = 0
-    while off < n:
-        if off + 12 > n:
-            raise CaptureError(path, off, f"block header cut short ({n - off} bytes left)")
-        btype = int.from_bytes(raw[off : off + 4], "little")
+    head = magic + read(8)
+    while True:
+        if not head:
+            return
+        if len(head) < 12:
+            raise CaptureError(path, off, f"block header cut short ({len(head)} bytes left)")
+        btype = int.from_bytes(head[0:4], "little")
         if btype == _SHB:
-            bom = raw[off + 8 : off + 12]
+            bom = head[8:12]
             if bom == b"\x4d\x3c\x2b\x1a":
                 e = "<"
             elif bom == b"\x1a\x2b\x3c\x4d":
@@ -160,16 +187,19 @@ def _read_pcapng(path: str | Path, raw: bytes) -> Iterator[CapturedFrame]:
                 raise CaptureError(path, off, f"bad byte-order magic {bom.hex()}")
             ifaces = []
         else:
-            (btype,) = struct.unpack_from(e + "I", raw, off)
-        (blen,) = struct.unpack_from(e + "I", raw, off + 4)
+            (btype,) = struct.unpack_from(e + "I", head, 0)
+        (blen,) = struct.unpack_from(e + "I", head, 4)
         if blen < 12 or blen % 4 or blen > MAX_BLOCK:
             raise CaptureError(path, off, f"block length {blen} is invalid")
-        if off + blen > n:
-            raise CaptureError(path, off, f"block of {blen} bytes cut short ({n - off} left)")
-        (trailer,) = struct.unpack_from(e + "I", raw, off + blen - 4)
+        rest = read(blen - 12)
+        if len(rest) < blen - 12:
+            left = 12 + len(rest)
+            raise CaptureError(path, off, f"block of {blen} bytes cut short ({left} left)")
+        block = head + rest
+        (trailer,) = struct.unpack_from(e + "I", block, blen - 4)
         if trailer != blen:
             raise CaptureError(path, off, f"block length {blen} != trailing length {trailer}")
-        body = raw[off + 8 : off + blen - 4]
+        body = block[8 : blen - 4]
         if btype == _IDB:
             ifaces.append(_idb(path, body, off, e))
         elif btype in (_EPB, _PB):
@@ -199,6 +229,7 @@ def _read_pcapng(path: str | Path, raw: bytes) -> Iterator[CapturedFrame]:
             number += 1
             yield CapturedFrame(number, 0, body[4 : 4 + caplen], iface.linktype)
         off += blen
+        head = read(12)
 
 
 class PcapWriter:

@@ -1,7 +1,10 @@
-"""Hostile frames built from canonical ones: a header field's content octets replaced by
-exactly what an attack tool writes, the goosePdu and Length fixed around it."""
+"""Hostile inputs built from canonical ones: frames whose header field content is exactly
+what an attack tool writes (goosePdu and Length fixed around it), and pcapng captures with
+any timestamps (an `if_tsoffset` puts them before 1970 or after 2106)."""
 
 from __future__ import annotations
+
+import struct
 
 from protocols.goose import Boolean, GooseFrame, Unsigned, UtcTime, encode_frame
 from protocols.goose.ber import encode_length, read_length
@@ -47,3 +50,25 @@ def with_content(raw: bytes, **contents: bytes) -> bytes:
 
 def hostile(frame: GooseFrame = BASE, **contents: bytes) -> bytes:
     return with_content(encode_frame(frame), **contents)
+
+
+def pcapng(records: list[tuple[int, bytes]], tsoffset_s: int = 0) -> bytes:
+    """A little-endian pcapng: one Ethernet interface with nanosecond timestamps and
+    `if_tsoffset` seconds (negative: times before 1970), one EPB per (ts_ns, frame);
+    ts_ns is the 64-bit unsigned count the EPB carries."""
+
+    def block(btype: int, body: bytes) -> bytes:
+        body += bytes(-len(body) % 4)
+        n = len(body) + 12
+        return struct.pack("<II", btype, n) + body + struct.pack("<I", n)
+
+    def opt(code: int, value: bytes) -> bytes:
+        return struct.pack("<HH", code, len(value)) + value + bytes(-len(value) % 4)
+
+    out = block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))
+    opts = opt(9, b"\x09") + opt(14, struct.pack("<q", tsoffset_s)) + opt(0, b"")
+    out += block(1, struct.pack("<HHI", 1, 0, 65535) + opts)
+    for ts, data in records:
+        hi, lo = ts >> 32, ts & 0xFFFFFFFF
+        out += block(6, struct.pack("<IIIII", 0, hi, lo, len(data), len(data)) + data)
+    return out
