@@ -90,6 +90,17 @@ def register(sub: argparse._SubParsersAction) -> None:
         type=Path,
         help="control socket for `goosectl agent` (default: $GOOSECTL_CONTROL or a per-user path)",
     )
+    p.add_argument(
+        "--mode",
+        choices=["on", "test", "test-blocked", "off"],
+        help="behaviour mode at start (default: logic.mode of the config); "
+        "`goosectl mode` switches it while running",
+    )
+    p.add_argument(
+        "--simulation",
+        action="store_true",
+        help="simulation mode (LPHD.Sim) at start: subscriptions take simulated streams",
+    )
     p.set_defaults(func=run)
 
 
@@ -114,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
     from controller.agent.service import AgentService
     from controller.logic.core import BayController
     from controller.runtime.agent_host import AgentBay
-    from controller.runtime.control import ControlServer, default_path
+    from controller.runtime.control import ControlServer, controller_ops, default_path
     from controller.runtime.live_bay import BayLive
 
     if args.state is not None:
@@ -138,6 +149,10 @@ def run(args: argparse.Namespace) -> int:
     journal = journals.bay
     now = time.monotonic_ns()
     bay = BayController(cfg, now, journal)
+    if args.mode:
+        bay.set_mode(args.mode, now, "command line")
+    if args.simulation:
+        bay.set_simulation(True, now, "command line")
     service = AgentService(FolderPlanner(args.procedures), journals.agent)
     agent = AgentBay(bay, service)
     restored = agent.restore(now)
@@ -150,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
     live.live.on_round.append(journals.watch(live.status))
-    control = ControlServer(args.control or default_path(), agent.handle)
+    control = ControlServer(args.control or default_path(), controller_ops(bay, agent.handle))
     control.attach(live.live.add_reader, live.live.remove_reader)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
@@ -163,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
                 "iface_b": iface_b,
                 "port": port,
                 "control": str(control.path),
+                "mode": bay.mode_name,
+                "simulation": bay.simulation,
                 "sessions_restored": restored,
                 "rx": live.live.rx_modes,
             }
@@ -179,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "event": "stopped",
                 "breaker": bay.bay.state,
+                "mode": bay.mode_name,
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,
                 "rx": live.live.rx_stats(),

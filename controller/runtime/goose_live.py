@@ -6,6 +6,11 @@ emits. No scapy, no decoding of allData unless the state
 changed. After start-up the loop freezes the garbage collector's view of everything
 allocated so far (`gc.freeze`) so a collection never walks the tables, the machines or the
 codec's caches; the per-frame garbage is short-lived and reference-counted away.
+
+The shell tells the pure hub what only it can know: the source MAC its publishers send
+from (the interface's own, read from the open socket, unless a publisher configures one)
+and the time quality of `t` (the kernel's view of the host clock, `hostclock.py`, read at
+start and again with every link poll).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 from controller.engine.effects import Notify
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
+from controller.runtime.hostclock import host_time_quality
 from protocols.ethernet.rawsock import (
     KernelStats,
     LinkDownError,
@@ -90,6 +96,22 @@ def rx_counters(socks: dict[str, RawSocket]) -> dict[str, Any]:
     return {**total, "sides": sides}
 
 
+def interface_mac(sock: RawSocket) -> bytes | None:
+    """The hardware address of the socket's interface, as the kernel reports it for the
+    bound packet socket (right in any network namespace, unlike /sys of the caller)."""
+    try:
+        dup = socket.fromfd(sock.fileno(), socket.AF_PACKET, socket.SOCK_RAW)
+    except OSError:
+        return None
+    try:
+        addr = dup.getsockname()[4]
+    except (OSError, IndexError):
+        return None
+    finally:
+        dup.close()
+    return bytes(addr[:6]) if len(addr) >= 6 and any(addr[:6]) else None
+
+
 def link_up(iface: str) -> bool:
     try:
         state = Path(f"/sys/class/net/{iface}/operstate").read_text().strip()
@@ -110,9 +132,10 @@ class LiveGoose:
         ring: RingSpec | None = CONTROLLER_RING,
     ) -> None:
         """`hub` is a `GooseHub`, or anything with its inputs (start, frame, advance, link,
-        next_deadline) and its `bank` and `runner` (the bay controller's adapter). `ring` is
-        the receive ring of each side (None: the socket's receive buffer); if the kernel
-        refuses it the side falls back to recvmsg and `rx_modes` says so."""
+        next_deadline, set_source_mac, set_time_quality) and its `bank` and `runner` (the
+        bay controller's adapter). `ring` is the receive ring of each side (None: the
+        socket's receive buffer); if the kernel refuses it the side falls back to recvmsg
+        and `rx_modes` says so."""
         self.hub = hub
         groups = sorted({s.dst for s in hub.bank.subs.values()})
         promisc = hub.bank.observer if promiscuous is None else promiscuous
@@ -130,6 +153,15 @@ class LiveGoose:
         self.sel = selectors.DefaultSelector()
         for side, sock in self.socks.items():
             self.sel.register(sock.fileno(), selectors.EVENT_READ, side)
+        #: the MAC the publishers send from: network A's interface (B's without A); PRP
+        #: sends one MAC on both networks, and so does goosectl
+        self.src_mac = next(
+            (m for m in (interface_mac(s) for s in self.socks.values()) if m is not None), None
+        )
+        if self.src_mac is not None:
+            hub.set_source_mac(self.src_mac)
+        self.time_quality = host_time_quality()
+        hub.set_time_quality(self.time_quality)
         self.down: set[str] = set()
         self.frames = 0
         self.sent = 0
@@ -346,6 +378,10 @@ class LiveGoose:
                     on_effects(out)
             if now >= next_poll:
                 next_poll = now + LINK_POLL_NS
+                quality = host_time_quality()
+                if quality != self.time_quality:
+                    self.time_quality = quality
+                    hub.set_time_quality(quality)
                 drops = self.poll_drops()
                 if drops and on_effects:
                     on_effects(drops)

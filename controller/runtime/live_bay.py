@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, SendFrame, StreamState
 from controller.logic.core import BayController
-from controller.logic.effects import Alarm, DeviceCommand
+from controller.logic.effects import Alarm, CommandWithheld, DeviceCommand
 from controller.runtime.goose_live import LiveGoose, RxDrops
 from controller.runtime.serial_link import SerialLink
 from protocols.goose import Vlan
@@ -47,6 +47,12 @@ class BayGooseCore:
     def link(self, side: str, up: bool, now_ns: int) -> list[Any]:
         return [*self.bay.hub.link(side, up, now_ns), *self._out()]
 
+    def set_source_mac(self, mac: bytes) -> None:
+        self.bay.hub.set_source_mac(mac)
+
+    def set_time_quality(self, quality: int) -> None:
+        self.bay.hub.set_time_quality(quality)
+
     def next_deadline(self) -> int | None:
         return self.endpoint.next_deadline()
 
@@ -68,8 +74,12 @@ class Status:
             t = type(e)
             if t is FrameClassified:
                 self.counts[f"frames.{e.cls}"] += 1
+                if e.refused is not None:
+                    self.counts[f"refused.{e.refused}"] += 1
             elif t is DeviceCommand:
                 self.counts[f"device.{e.command}"] += 1
+            elif t is CommandWithheld:
+                self.counts[f"withheld.{e.command}"] += 1
             elif t is SendFrame:
                 self.counts["frames.sent"] += 1
             elif t is Alarm:
@@ -103,11 +113,18 @@ class Status:
             f"{s.label}:{self.bay.runner.machines[s.id].state}"
             for s in self.bay.hub.bank.streams.values()
         )
+        # LGOS: St, and why not (ErrSt); `sim` while a subscription takes its simulated stream
+        lgos = " ".join(
+            f"{v.label}:{'ok' if v.st else v.err}{':sim' if v.sim_st else ''}"
+            for v in self.bay.hub.lgos()
+        )
         lat = self.live.last_latency_ns
         active = ",".join(a for a, on in sorted(self.alarms.items()) if on) or "-"
+        sim = ",simulation" if self.bay.simulation else ""
         return (
-            f"breaker={self.bay.bay.state} pos={self.bay.bay.ctx['position']} "
-            f"link={self.bay.link.state} streams[{streams}] alarms[{active}] "
+            f"mode={self.bay.mode_name}{sim} breaker={self.bay.bay.state} "
+            f"pos={self.bay.bay.ctx['position']} link={self.bay.link.state} "
+            f"streams[{streams}] lgos[{lgos}] alarms[{active}] "
             f"frames={self.live.frames} drops={self.live.drops} "
             f"tx_refused={self.live.tx_refused} last={lat / 1000 if lat else 0:.0f}us"
         )
