@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from controller.engine.journal import JournalIOError
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.runtime.goose_live import require_raw_sockets
 from controller.runtime.journal_writer import LiveJournals, Retention
+from controller.runtime.output_pump import LinePump
 from controller.runtime.report import percentiles
 
 PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
@@ -164,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
     live.live.on_round.append(journals.watch(live.status))
     control = ControlServer(args.control or default_path(), controller_ops(bay, agent.handle))
     control.attach(live.live.add_reader, live.live.remove_reader)
@@ -191,6 +194,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         control.close()
         journals.close()
+        stderr.close()
     print(
         json.dumps(
             {
@@ -205,6 +209,7 @@ def run(args: argparse.Namespace) -> int:
                 "frame_latency_us": percentiles(list(live.live.latencies)),
                 "goose": bay.hub.counters(),
                 "journal": journals.report(),
+                "stderr": stderr.status(),
             }
         )
     )

@@ -338,3 +338,20 @@ def test_step_commits_are_fsynced_by_the_syncer_not_the_caller(tmp_path, table):
     journal.close()
     syncer.close()
     assert syncer.errors == 0 and os.path.exists(path)
+
+
+def test_status_output_never_blocks_on_a_stream_nobody_reads():
+    """A pipe whose reader never reads fills after 64 KiB; the writer thread blocks there,
+    the caller does not: later lines are dropped and counted."""
+    from controller.runtime.output_pump import LinePump
+
+    r, w = os.pipe()
+    stream = os.fdopen(w, "w")
+    pump = LinePump(stream, max_lines=100)
+    line = "x" * 199 + "\n"
+    for _ in range(2000):  # 400 KB: far beyond the pipe
+        pump.write(line)
+    assert pump.dropped > 0 and pump.dropped + len(pump._q) + pump.written <= 2000
+    os.close(r)  # the reader goes away: the blocked write fails, the thread ends
+    pump.close()
+    assert pump.dropped >= 2000 - 100 - 400  # at most the queue and ~what the pipe took

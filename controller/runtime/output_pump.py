@@ -1,0 +1,65 @@
+"""Report output off the live loop: lines written to a queue, a thread writes them out.
+
+The status line, alarms and errors `goosectl run` prints go to stderr. A terminal that is
+scrolled back, a pipe nobody reads or a slow log collector makes `write` block, and the
+loop with it. `LinePump` has the two methods the status view uses (`write`, `flush`): a
+write appends to a bounded queue (no system call while the thread is busy); beyond
+`max_lines` lines are dropped and counted (`dropped`, in the stop report), never waited for.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections import deque
+from typing import TextIO
+
+
+class LinePump:
+    def __init__(self, stream: TextIO, max_lines: int = 1000) -> None:
+        self.stream = stream
+        self.max_lines = max_lines
+        self._q: deque[str] = deque()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self.written = 0
+        self.dropped = 0
+        self.errors = 0
+        self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
+        self._thread.start()
+
+    def write(self, text: str) -> int:
+        if len(self._q) >= self.max_lines:
+            self.dropped += 1
+            return 0
+        self._q.append(text)
+        self._wake.set()
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing to do here: the thread flushes after each batch of lines."""
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait()
+            self._wake.clear()
+            while self._q:
+                text = self._q.popleft()
+                try:
+                    self.stream.write(text)
+                    self.written += 1
+                except (OSError, ValueError):
+                    self.errors += 1
+            with contextlib.suppress(OSError, ValueError):
+                self.stream.flush()
+            if self._stop.is_set() and not self._q:
+                return
+
+    def close(self, timeout_s: float = 2.0) -> None:
+        """Write what is queued (waiting up to `timeout_s` for a stream that blocks)."""
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout_s)
+
+    def status(self) -> dict[str, int]:
+        return {"written": self.written, "dropped": self.dropped, "errors": self.errors}
