@@ -350,7 +350,10 @@ def learn_response(ctx, ev) -> list:
         updates.update(flags=msg.flags, inputs=msg.inputs, outputs=msg.outputs)
         if ctx["synced_boot"] is None and msg.flags & m.StatusFlag.SYNCED:
             updates["synced_boot"] = boot  # a device another session already synced
-        if ctx["position"] is None:
+        last = ctx["last_event_seq"]
+        if last is not None and seq_newer(msg.event_seq, last):
+            pass  # a snapshot older than events we processed (a reply from the dedup store)
+        elif ctx["position"] is None:
             updates["position"] = int(msg.position)  # learnt; `up` tells the logic
         else:
             _position(ctx, ops, msg.position, "status", None, out, updates)

@@ -281,3 +281,39 @@ def test_a_trip_confirmed_only_by_the_status_snapshot_moves_every_view():
     assert moves[-1] == ("OFF", "status"), moves
     assert ("operation_complete", trip) in [(e.kind, e.seq) for e in seen]
     assert link.view["position"] == int(m.Dbpos.OFF)
+
+
+def test_a_stored_reply_older_than_the_events_never_moves_the_position_back():
+    """A retried command is answered from the device's store, with the status snapshot of
+    its first answer: older than the POSITION_CHANGE events that followed. Its event_seq
+    says so, and the breaker does not seem to move back."""
+    fw = Firmware(now_ns=0, config={"breaker": {"anti_pump": 0}})
+    link = LinkCore(LinkConfig(response_timeout_ms=1000), 0)
+    link.opened(0)
+    now = 0
+    for _ in range(50):
+        _pump(link, fw, now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    seq = link.send_command("close", now)
+    fw.receive(link.take_output(), now)
+    fw.take_output()  # its ACK STARTED (position INTERMEDIATE) and first event are lost
+    for _ in range(60):  # the mechanism travels; its events are re-sent and processed
+        now += 10 * MS
+        fw.advance(now)
+        back = fw.take_output()
+        if back:
+            link.receive(back, now)
+        acks = [x for x in StreamDecoder(m.SENT_BY_CONTROLLER).feed(link.take_output())]
+        assert not [x for x in acks if isinstance(x, m.Close)], "no retry before 1 s"
+        fw.receive(b"".join(frame(x) for x in acks), now)
+    assert link.view["position"] == int(m.Dbpos.ON)
+    link.take_events()
+    now += 1000 * MS
+    link.advance(now)  # the retry; the device answers it from its store
+    _pump(link, fw, now)
+    events = link.take_events()
+    assert [e.kind for e in events if e.seq == seq] == ["cmd_ok"], events
+    assert not [e for e in events if e.kind == "position_changed"], events
+    assert link.view["position"] == int(m.Dbpos.ON)
