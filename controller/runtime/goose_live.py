@@ -235,6 +235,11 @@ class LiveGoose:
         self.sent += 1
         return True
 
+    @property
+    def tx_held(self) -> int:
+        """Frames the kernel refused that wait for `retry_held` (all sides)."""
+        return sum(len(q) for q in self._held.values())
+
     def _hold(self, side: str, e: SendFrame) -> None:
         """Queue a refused frame for the retry, in order; a newer frame of the same
         publisher replaces the held one (it carries the same or a newer state)."""
@@ -378,13 +383,13 @@ class LiveGoose:
                     on_effects(out)
             if now >= next_poll:
                 next_poll = now + LINK_POLL_NS
+                drops = self.poll_drops()
+                if drops and on_effects:
+                    on_effects(drops)
                 quality = host_time_quality()
                 if quality != self.time_quality:
                     self.time_quality = quality
                     hub.set_time_quality(quality)
-                drops = self.poll_drops()
-                if drops and on_effects:
-                    on_effects(drops)
                 for side in sorted(self.down):
                     if link_up(self.ifaces[side]):
                         self.down.discard(side)

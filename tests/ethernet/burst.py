@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -106,9 +106,21 @@ class MmsgSender:
         self.send_range(0, self.n)
         return time.perf_counter() - t0
 
-    def send_paced(self, rate_fps: float, seconds: float, chunk: int = 100) -> tuple[int, float]:
+    def patch(self, index: int, offset: int, data: bytes) -> None:
+        """Overwrite bytes of prebuilt frame ``index`` in place (a counter, between laps)."""
+        ctypes.memmove(ctypes.addressof(self._bufs[index]) + offset, data, len(data))
+
+    def send_paced(
+        self,
+        rate_fps: float,
+        seconds: float,
+        chunk: int = 100,
+        before_chunk: Callable[[int, int, int], None] | None = None,
+    ) -> tuple[int, float]:
         """``rate_fps`` frames a second for ``seconds``, cycling through the frames in
-        chunks of ``chunk``; returns (frames sent, seconds taken)."""
+        chunks of ``chunk``; ``before_chunk(start, count, lap)`` may patch the frames of a
+        chunk before it goes out (lap: how many times all frames were sent). Returns
+        (frames sent, seconds taken)."""
         total = int(rate_fps * seconds)
         t0 = time.perf_counter()
         sent = 0
@@ -119,6 +131,8 @@ class MmsgSender:
                 time.sleep(wait)
             start = sent % self.n
             count = min(chunk, total - sent, self.n - start)
+            if before_chunk is not None:
+                before_chunk(start, count, sent // self.n)
             sent += self.send_range(start, count)
         return sent, time.perf_counter() - t0
 

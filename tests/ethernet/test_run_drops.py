@@ -1,0 +1,71 @@
+"""`goosectl run`'s live shell (BayLive) with a receive ring too small for a burst (root):
+the drop is counted in its status line, said on its status stream, kept in the journal,
+and every frame sent is accounted for. The device is `loop://` (no device answers: the
+network side is what is tested)."""
+
+from __future__ import annotations
+
+import io
+import time
+
+import pytest
+
+from controller.configfile import load_config
+from controller.engine.journal import Journal
+from controller.goose.config import RxRingCfg
+from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+from controller.logic.core import BayController
+from controller.runtime.live_bay import BayLive
+from tests.ethernet.burst import MmsgSender
+from tests.ethernet.frames import frame
+
+pytestmark = pytest.mark.root
+
+SUBSCRIBED = bytes.fromhex("010ccd010001")  # the default config's first subscription
+
+
+def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController:
+    cfg = load_config(DEFAULT_CONFIG, ControllerConfig)
+    if ring is not None:
+        goose = cfg.goose.model_copy(update={"rx_ring": ring})
+        cfg = cfg.model_copy(update={"goose": goose})
+    return BayController(cfg, time.monotonic_ns(), journal)
+
+
+def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path) -> None:
+    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    bay = controller(journal, RxRingCfg(frames=20, block_kib=4))
+    with wire.right.entered():
+        live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
+    live.status.stream = said = io.StringIO()
+    assert live.live.rx_modes == {"A": "tpacket_v2"}  # run's ring: a wake-up per frame
+    # a burst before the loop runs: the ring (20 slots) overflows
+    burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(1_000)]
+    MmsgSender(wire.open("a", timestamps=False), burst).send_all()
+    live.run(until_ns=time.monotonic_ns() + 1_000_000_000)  # > one link poll (200 ms)
+    journal.flush()
+    rx = live.live.rx_stats()
+    drops = live.live.drops
+    assert drops > 0 and rx["drops"] == drops
+    assert rx["received"] + drops + rx["unread"] == 1_000 == rx["kernel_packets"]
+    assert live.status.counts["rx.drops"] == drops
+    assert f"drops={drops} " in live.status.line()
+    assert f"network A ({wire.veth.b}): the kernel dropped {drops} frame(s)" in said.getvalue()
+    meta = journal.get_meta("rx_drops.A")
+    assert meta["drops"] == drops and meta["iface"] == wire.veth.b
+    journal.close()
+
+
+def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
+    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    bay = controller(journal)
+    with wire.right.entered():
+        live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
+    live.status.stream = io.StringIO()
+    burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(4_510)]
+    MmsgSender(wire.open("a", timestamps=False), burst).send_all()
+    live.run(until_ns=time.monotonic_ns() + 1_000_000_000)
+    rx = live.live.rx_stats()
+    assert (rx["received"], rx["drops"], rx["unread"]) == (4_510, 0, 0)
+    assert live.live.frames == 4_510 and "drops=0 " in live.status.line()
+    journal.close()
