@@ -160,6 +160,16 @@ def declined(ctx, ev):
     return {"text": f"step {ctx['step']} declined by the operator", "outcome": "declined"}
 
 
+@REGISTRY.action
+def expired(ctx, ev):
+    """No confirmation in time: the session is aborted, and the shell counts it."""
+    text = f"step {ctx['step']} not confirmed within {ctx['confirm_timeout_ms'] / 1000:g} s"
+    return [
+        {"text": text},
+        Notify("expired", {"session": ctx["session"], "step": ctx["step"], "text": text}),
+    ]
+
+
 @REGISTRY.action(factory=True)
 def respond(outcome: str):
     """Tell the operator how it ended; a final step's own outcome wins over `done`."""

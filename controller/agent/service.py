@@ -51,8 +51,21 @@ class Session:
 
 
 class AgentService:
-    def __init__(self, planner: Planner, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        planner: Planner,
+        journal: Journal | None = None,
+        *,
+        confirm_timeout_ms: float = 600_000,
+        max_open: int = 64,
+    ) -> None:
+        """`confirm_timeout_ms`: a session waiting for confirmation longer is aborted;
+        `max_open`: sessions not yet ended; a request beyond it is refused (`limit`)."""
         self.planner = planner
+        self.confirm_timeout_ms = confirm_timeout_ms
+        self.max_open = max_open
+        #: sessions not yet ended (pruned as they end): what `max_open` counts
+        self.open: set[str] = set()
         self.table = Table.load(TABLE)
         self.journal = journal
         self.runner = Runner(journal)
@@ -166,6 +179,13 @@ class AgentService:
                     "error": f"{exc.detail}: no procedure starts until the agent journal "
                     "can commit",
                 }
+        if len(self.open) >= self.max_open:
+            return {
+                "ok": False,
+                "error": f"{len(self.open)} sessions are open, the limit "
+                f"(agent.max_open_sessions): let one end, or confirm, deny or abort one",
+                "limit": "agent.sessions",
+            }
         equipment = proc.equipment(bound)
         busy = [(e, self.locks[e]) for e in equipment if e in self.locks]
         if busy and proc.spec.conflict == "refuse":
@@ -179,10 +199,13 @@ class AgentService:
         sid = f"s{self.count}"
         s = Session(sid, proc, bound, equipment)
         self.sessions[sid] = s
+        self.open.add(sid)
         if self.journal is not None:
             self._keep_text(proc)
             self.journal.set_meta("agent.sessions", self.count)
-        self.runner.start(self.table.new(sid, session=sid), now_ns)
+        self.runner.start(
+            self.table.new(sid, session=sid, confirm_timeout_ms=self.confirm_timeout_ms), now_ns
+        )
         self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
         self.runner.feed(
             sid,
@@ -265,6 +288,7 @@ class AgentService:
         self.runner.feed(sid, "accepted", now_ns)
 
     def _release_finished(self, now_ns: int) -> None:
+        self.open = {sid for sid in self.open if self.loop(sid).state not in FINAL}
         for e, sid in list(self.locks.items()):
             if self.loop(sid).state in FINAL:
                 del self.locks[e]
@@ -388,6 +412,8 @@ class AgentService:
             proc = parse_procedure(texts[req["version"]], f"<journal {req['version']}>")
             self.runner.resume_or_start(proc.table, f"{sid}/wf", now_ns)
             self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
+            if loop.state not in FINAL:
+                self.open.add(sid)
             if loop.state == "receiving_input":
                 self.queued.append(sid)  # it was waiting for its equipment: it still is
             elif loop.state in ACTIVE:

@@ -7,6 +7,7 @@ import json
 import signal
 import sys
 import time
+from collections import deque
 from pathlib import Path
 
 from controller.cli import CommandError
@@ -127,14 +128,27 @@ def run(args: argparse.Namespace) -> int:
     from controller.agent.service import AgentService
     from controller.logic.core import BayController
     from controller.runtime.agent_host import AgentBay
-    from controller.runtime.control import ControlServer, controller_ops, default_path
+    from controller.runtime.control import controller_ops
+    from controller.runtime.control_log import ControlLog
     from controller.runtime.live_bay import BayLive
+    from controller.runtime.locks import LockError
 
     if args.state is not None:
         args.state.mkdir(parents=True, exist_ok=True)
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
+    try:
+        held, control = _claim(args, cfg, journal_path)
+    except LockError as exc:
+        raise CommandError(str(exc)) from exc
+
+    def abandon() -> None:
+        """An exit before the loop: the socket and the locks go now, not at exit."""
+        control.close()
+        for lock in held:
+            lock.release()
+
     try:
         journals = LiveJournals(
             journal_path,
@@ -147,29 +161,50 @@ def run(args: argparse.Namespace) -> int:
             args.agent_fsync,
         )
     except JournalIOError as exc:
+        abandon()
         raise CommandError(str(exc)) from exc
     journal = journals.bay
     now = time.monotonic_ns()
     bay = BayController(cfg, now, journal)
+    control.log = ControlLog(journal, now, quiet_s=cfg.control.alarm_quiet_s)
     if args.mode:
         bay.set_mode(args.mode, now, "command line")
     if args.simulation:
         bay.set_simulation(True, now, "command line")
-    service = AgentService(FolderPlanner(args.procedures), journals.agent)
+    service = AgentService(
+        FolderPlanner(args.procedures),
+        journals.agent,
+        confirm_timeout_ms=cfg.agent.confirm_timeout_s * 1000,
+        max_open=cfg.agent.max_open_sessions,
+    )
     agent = AgentBay(bay, service)
+    agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
+
+    def expired(notice, now_ns: int) -> None:
+        if notice.topic == "expired":  # a confirmation nobody gave: counted, alarmed
+            control.log.crossed("agent.confirm_timeout", notice.data["text"], now_ns)
+
+    agent.on_notify = expired
     restored = agent.restore(now)
     iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
     try:
         live = BayLive(bay, iface, iface_b, port, status_every=not args.quiet, endpoint=agent)
     except PermissionError as exc:
+        abandon()
         raise CommandError(str(exc)) from exc
     except OSError as exc:
+        abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
     live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
     live.live.on_round.append(journals.watch(live.status))
-    control = ControlServer(args.control or default_path(), controller_ops(bay, agent.handle))
+    control.handler = controller_ops(bay, agent.handle)
+    control.log.stream = stderr
+    control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
+        f"limit:{name}", on
+    )
     control.attach(live.live.add_reader, live.live.remove_reader)
+    live.live.on_round.append(control.tick)
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
@@ -195,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
         control.close()
         journals.close()
         stderr.close()
+        for lock in held:
+            lock.release()
     print(
         json.dumps(
             {
@@ -210,7 +247,30 @@ def run(args: argparse.Namespace) -> int:
                 "goose": bay.hub.counters(),
                 "journal": journals.report(),
                 "stderr": stderr.status(),
+                "control": {**control.counts, **control.log.counts()},
             }
         )
     )
     return 0
+
+
+def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None):
+    """What this controller must own alone, taken before anything is opened: the state
+    folder, the journal, the control socket (the serial device is locked where the link
+    opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
+    kept then."""
+    from controller.runtime.control import ControlServer, default_path
+    from controller.runtime.locks import lock_file
+
+    held = []
+    try:
+        if args.state is not None:
+            held.append(lock_file(args.state / "lock", f"state folder {args.state}"))
+        if journal is not None and (args.state is None or journal.parent != args.state):
+            held.append(lock_file(journal.with_name(journal.name + ".lock"), f"journal {journal}"))
+        path = args.control or cfg.control.socket or default_path()
+        return held, ControlServer(path, None, cfg=cfg.control)
+    except BaseException:
+        for lock in held:
+            lock.release()
+        raise

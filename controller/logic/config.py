@@ -15,6 +15,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from controller.agent.config import AgentCfg, ControlCfg
 from controller.goose.config import GooseConfig
 
 TABLES = Path(__file__).parent / "tables"
@@ -132,6 +133,10 @@ class ControllerConfig(_Cfg):
         default_factory=dict, description="stream -> names of its data-set members"
     )
     journal: Path | None = None
+    #: the control socket's place, its peers and its limits (`goosectl run`)
+    control: ControlCfg = Field(default_factory=ControlCfg)
+    #: the agent's sessions: confirmation expiry, how many may be open
+    agent: AgentCfg = Field(default_factory=AgentCfg)
 
     @model_validator(mode="after")
     def _references(self) -> ControllerConfig:

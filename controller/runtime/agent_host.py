@@ -9,6 +9,7 @@ The service checkpoints before `take_output` hands the bytes of a command to the
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from controller.agent.effects import Respond, RunTool
@@ -29,6 +30,8 @@ class AgentBay:
         #: tools of restored sessions: run once the device link is up (reconciling needs
         #: the device's status and its dedup memory)
         self.held: list[Any] = []
+        #: told of every Notify the sessions emit (`run` counts expired confirmations)
+        self.on_notify: Callable[[Notify, int], None] | None = None
 
     def restore(self, now_ns: int) -> int:
         n = self.service.restore(now_ns)
@@ -49,6 +52,10 @@ class AgentBay:
                 return
             self.tools.execute(out, now_ns)
             self.responses.extend(o for o in out if type(o) in (Respond, Notify, RunTool))
+            if self.on_notify is not None:
+                for o in out:
+                    if type(o) is Notify:
+                        self.on_notify(o, now_ns)
         raise RuntimeError("agent tools and service keep exchanging without time passing")
 
     # -- requests from the operator (control socket, demo) -----------------------------------
@@ -59,9 +66,7 @@ class AgentBay:
         s = self.service
         try:
             if op == "run":
-                reply = s.request(
-                    str(request["procedure"]), dict(request.get("params") or {}), now_ns
-                )
+                reply = s.request(str(request["procedure"]), _params(request), now_ns)
             elif op == "list":
                 reply = {
                     "ok": True,
@@ -80,7 +85,7 @@ class AgentBay:
                 reply = s.redirect(
                     str(request["session"]),
                     str(request["procedure"]),
-                    dict(request.get("params") or {}),
+                    _params(request),
                     now_ns,
                 )
             elif op in ("confirm", "deny", "abort"):
@@ -93,6 +98,8 @@ class AgentBay:
                 reply = {"ok": False, "error": f"unknown op {op!r}"}
         except KeyError as exc:
             reply = {"ok": False, "error": str(exc).strip("'\"")}
+        except ValueError as exc:
+            reply = {"ok": False, "error": f"bad request: {exc}"}
         self.round(now_ns)
         return reply
 
@@ -147,3 +154,13 @@ class AgentBay:
     @property
     def view(self) -> dict[str, Any]:
         return self.bay.view
+
+
+def _params(request: dict[str, Any]) -> dict[str, Any]:
+    """A request's `params`: an object of plain values (a procedure binds and checks them)."""
+    params = request.get("params") or {}
+    if not isinstance(params, dict) or not all(
+        isinstance(v, (str, int, float, bool)) for v in params.values()
+    ):
+        raise ValueError('"params" is an object of strings, numbers or booleans')
+    return params

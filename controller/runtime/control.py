@@ -149,7 +149,7 @@ class ControlServer:
         #: controller gives it its journal)
         self.log = log or ControlLog(None, time.monotonic_ns())
         self.gid = group_id(self.cfg.group)
-        self.sock, self._lock = claim(self.path, self.gid, min(self.cfg.max_clients, 128))
+        self.sock, self._lock = claim(self.path, self.gid, backlog=128)
         self._inode = os.stat(self.path).st_ino
         self.ep = select.epoll()
         self.ep.register(self.sock.fileno(), select.EPOLLIN)
@@ -516,10 +516,15 @@ def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[st
     except PermissionError as exc:
         raise ControlUnavailable(f"{path}: permission denied (not your controller?)") from exc
     try:
-        s.sendall(json.dumps(obj).encode() + b"\n")
+        # refused at once (a cap, a peer check): the reason may still be there to read
+        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+            s.sendall(json.dumps(obj).encode() + b"\n")
         buf = b""
         while not buf.endswith(b"\n"):
-            chunk = s.recv(65536)
+            try:
+                chunk = s.recv(65536)
+            except ConnectionResetError:
+                chunk = b""
             if not chunk:
                 raise ControlUnavailable(f"the controller on {path} closed the connection")
             buf += chunk

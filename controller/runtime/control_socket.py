@@ -126,8 +126,17 @@ def refusal(conn: socket.socket, peer: Peer, gid: int | None) -> str | None:
         return None
     if gid is not None and (peer.gid == gid or gid in peer_groups(conn)):
         return None
-    who = f"uid {me}, root" + (f" or group {gid}" if gid is not None else "")
-    return f"uid {peer.uid} may not use this controller (only {who})"
+    who = ["root"] if me == 0 else [f"uid {me}", "root"]
+    if gid is not None:
+        who.append(f"group {_group_name(gid)}")
+    return f"uid {peer.uid} may not use this controller (only {', '.join(who)})"
+
+
+def _group_name(gid: int) -> str:
+    try:
+        return grp.getgrgid(gid).gr_name
+    except KeyError:
+        return str(gid)
 
 
 def answering_pid(path: Path, timeout_s: float = 1.0) -> int | None:
