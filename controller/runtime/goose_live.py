@@ -51,8 +51,9 @@ EffectSink = Callable[[list[Any]], None]
 #: would hold a lone trip frame up to a millisecond), 10,000 full-size frames deep.
 #: `listen` takes V3 (bursts, no per-frame wake-up); a config's `goose.rx_ring` overrides.
 CONTROLLER_RING = RingSpec(version=2)
-#: While the kernel refuses sends (ENOBUFS/EAGAIN) the loop retries this often.
-TX_RETRY_NS = 200_000
+#: While the kernel refuses sends (ENOBUFS/EAGAIN) the loop retries about this often
+#: (epoll's millisecond; never by spinning: a queue that stays full must not eat a core).
+TX_RETRY_S = 0.001
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,12 +326,12 @@ class LiveGoose:
                 break
             deadline = hub.next_deadline()
             wake = min(x for x in (deadline, next_poll, until_ns) if x is not None)
-            if self._held:
-                wake = min(wake, now + TX_RETRY_NS)
             # epoll rounds timeouts up to whole milliseconds: sleep to 1 ms before the
             # deadline, then poll without blocking, so a 4 ms MinTime is kept to tens of us
             slack = wake - now
             timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
+            if self._held and timeout > TX_RETRY_S:
+                timeout = TX_RETRY_S
             for key, _ in self.sel.select(timeout):
                 side = key.data
                 if side is None:

@@ -68,6 +68,9 @@ class Status:
         self.counts: Counter[str] = Counter()
         self.alarms: dict[str, bool] = {}
         self.next_ns = 0
+        #: told of every drop report (`run` journals it as a limit crossed); without it the
+        #: drop is said on the status stream
+        self.on_drops: Callable[[RxDrops], None] | None = None
 
     def note(self, effects: list[Any]) -> None:
         for e in effects:
@@ -93,13 +96,17 @@ class Status:
                 self.stream.write(f"goosectl: {e.data}\n")
 
     def drops(self, e: RxDrops) -> None:
-        """Frames the kernel dropped: counted, said on the status stream, and kept in the
-        journal's meta (`rx_drops.<side>`, written with its next batch)."""
+        """Frames the kernel dropped: counted, handed to `on_drops` (or said on the status
+        stream), and the totals kept in the journal's meta (`rx_drops.<side>`, written with
+        its next batch)."""
         self.counts["rx.drops"] += e.new
-        self.stream.write(
-            f"goosectl: network {e.side} ({e.iface}): the kernel dropped {e.new} frame(s) "
-            f"({e.drops} since start, ring freezes {e.freeze})\n"
-        )
+        if self.on_drops is not None:
+            self.on_drops(e)
+        else:
+            self.stream.write(
+                f"goosectl: network {e.side} ({e.iface}): the kernel dropped {e.new} frame(s) "
+                f"({e.drops} since start, ring freezes {e.freeze})\n"
+            )
         journal = self.bay.runner.journal
         if journal is not None:
             journal.set_meta(

@@ -225,12 +225,6 @@ class RingSpec:
             blocks = -(-self.frames // per_block)
         return RingLayout(b, blocks, self.slot, per_block * blocks)
 
-    @property
-    def capacity(self) -> int:
-        """Full-size frames the ring holds (at least ``frames``)."""
-        lay = self.layout()
-        return lay.frame_nr
-
 
 VlanOf = Callable[[int, int], VlanTag]
 

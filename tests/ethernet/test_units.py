@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from protocols.ethernet import bpf
 from protocols.ethernet.mac import MacError, format_mac, is_multicast, parse_mac
 from protocols.ethernet.rawsock import UnknownInterfaceError, interface_index
+from protocols.ethernet.ring import RingSpec, RingSpecError, mac_offset
 from protocols.ethernet.vlan import (
     TPID_STAG,
     VlanError,
@@ -140,3 +141,50 @@ def test_unknown_interface_is_named_without_root() -> None:
     for bad in ("", "x" * 16, "a/b"):
         with pytest.raises(UnknownInterfaceError, match="invalid interface name"):
             interface_index(bad)
+
+
+# -- receive ring layouts (protocols/ethernet/ring.py) ------------------------------------
+
+
+def test_default_rings_hold_ten_thousand_full_size_frames() -> None:
+    v3, v2 = RingSpec(version=3).layout(), RingSpec(version=2).layout()
+    # a full-size frame takes 1,600 bytes in a V3 block (82-byte header area, 16-aligned),
+    # 1,584 in a V2 slot; V3 gets a quarter more blocks for blocks its timer hands over
+    # part full
+    assert (mac_offset(3), mac_offset(2)) == (82, 66)
+    per_block = (8192 - 48) // 1600
+    assert v3.block_nr * per_block >= 10_000 * 1.25
+    assert v2.frame_nr >= 10_000 and v2.frame_size == 1584
+    for lay in (v3, v2):
+        assert lay.block_size == 8192 and lay.frame_nr % lay.block_nr == 0
+
+
+@pytest.mark.parametrize(
+    ("kw", "message"),
+    [
+        ({"version": 1}, "version: 1 is not 2 or 3"),
+        ({"frames": 0}, "frames: 0 is not between"),
+        ({"frame_bytes": 20}, "frame_bytes: 20 is not between"),
+        ({"block_bytes": 12288}, "block_bytes: 12288 is not a power of two"),
+        ({"block_bytes": 4096, "frame_bytes": 9000}, "cannot hold one 9000-byte frame"),
+        ({"retire_ms": 0}, "retire_ms: 0 is not between"),
+    ],
+)
+def test_ring_spec_errors_name_the_field(kw: dict, message: str) -> None:
+    with pytest.raises(RingSpecError, match=message):
+        RingSpec(**kw)
+
+
+def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
+    from pydantic import ValidationError
+
+    from controller.goose.config import GooseConfig
+
+    with pytest.raises(ValidationError, match="block_kib: 3 is not a power of two"):
+        GooseConfig(rx_ring={"block_kib": 3})
+    with pytest.raises(ValidationError, match="block_kib: 4 cannot hold one 9000-byte frame"):
+        GooseConfig(rx_ring={"block_kib": 4, "frame_bytes": 9000})
+    ring = GooseConfig(rx_ring={"frames": 500}).rx_ring
+    assert ring.spec(3) == RingSpec(version=3, frames=500)
+    assert ring.spec(2).version == 2  # the command's choice when unset
+    assert GooseConfig(rx_ring={"version": 0}).rx_ring.spec(3) is None
