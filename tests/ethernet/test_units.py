@@ -188,3 +188,19 @@ def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
     assert ring.spec(3) == RingSpec(version=3, frames=500)
     assert ring.spec(2).version == 2  # the command's choice when unset
     assert GooseConfig(rx_ring={"version": 0}).rx_ring.spec(3) is None
+
+
+def test_a_kernel_drop_is_a_timeline_line_and_an_anomaly() -> None:
+    from controller.runtime.goose_live import RxDrops
+    from controller.runtime.report import Timeline
+
+    timeline = Timeline(0)
+    timeline.add(1_500_000_000, RxDrops("A", "eth0", 12, 12, 100, 1, 88))
+    timeline.add(2_000_000_000, RxDrops("A", "eth0", 3, 15, 103, 1, 88))
+    assert timeline.lines() == [
+        "    1.500 s  network  A (eth0): the kernel dropped 12 frame(s), 12 since start",
+        "    2.000 s  network  A (eth0): the kernel dropped 3 frame(s), 15 since start",
+    ]
+    assert "  15 frame(s) dropped by the kernel on network A (eth0): receive ring full" in (
+        timeline.anomalies()
+    )
