@@ -320,6 +320,15 @@ class LiveGoose:
                 on_effects(out)
         next_poll = clock() + LINK_POLL_NS
         number = 0
+        # the codec's Vlan for each tag seen (frozen: shared), not one object per frame
+        vlans: dict[Any, Vlan] = {}
+
+        def goose_vlan(tag: Any) -> Vlan:
+            v = Vlan(tag.vid, tag.pcp, tag.dei)
+            if len(vlans) < 4096:
+                vlans[tag] = v
+            return v
+
         while not self.stopped:
             now = clock()
             if until_ns is not None and now >= until_ns:
@@ -349,7 +358,8 @@ class LiveGoose:
                     continue
                 for rx in batch:
                     t_in = clock()
-                    vlan = Vlan(rx.vlan.vid, rx.vlan.pcp, rx.vlan.dei) if rx.vlan else None
+                    tag = rx.vlan
+                    vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
                     try:
                         out = hub.frame(rx.frame, side, t_in, vlan)
                     except Exception as exc:
