@@ -47,6 +47,13 @@ class LinkConfig:
     reconnect_ms: float = 500
     #: a port that cannot be opened is retried after reconnect_ms, doubling up to this
     reconnect_max_ms: float = 8000
+    #: more position changes than chatter_max within chatter_window_ms: alarm, and the
+    #: logic hears only the settled position (a bouncing contact floods nothing)
+    chatter_max: int = 10
+    chatter_window_ms: float = 1000
+    #: more device restarts than reboot_max within reboot_window_ms: alarm
+    reboot_max: int = 3
+    reboot_window_ms: float = 60_000
     resync_retry_ms: float = 400
     idle_ms: float = 1000
     first_seq: int = 1
@@ -59,9 +66,14 @@ class LinkConfig:
             "reconnect_max_ms",
             "resync_retry_ms",
             "idle_ms",
+            "chatter_window_ms",
+            "reboot_window_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)}")
+        for name in ("chatter_max", "reboot_max"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"LinkConfig.{name} must be >= 1, got {getattr(self, name)}")
         if self.max_retries < 0:
             raise ValueError(f"LinkConfig.max_retries must be >= 0, got {self.max_retries}")
         if not 0 <= self.first_seq <= 0xFFFF:
@@ -117,6 +129,10 @@ class LinkCore:
                 reconnect_ms=c.reconnect_ms,
                 reconnect_base_ms=c.reconnect_ms,
                 reconnect_max_ms=max(c.reconnect_ms, c.reconnect_max_ms),
+                chatter_max=c.chatter_max,
+                chatter_window_ms=c.chatter_window_ms,
+                reboot_max=c.reboot_max,
+                reboot_window_ms=c.reboot_window_ms,
                 resync_retry_ms=c.resync_retry_ms,
                 idle_ms=c.idle_ms,
                 config={int(_check_config(p, v)): v for p, v in c.device_config.items()},

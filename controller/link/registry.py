@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from controller.engine.effects import Raise
+from controller.engine.effects import Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from protocols.serial import messages as m
@@ -17,6 +17,7 @@ from protocols.serial.sequence import seq_newer, seq_next
 from protocols.serial.stream import frame
 
 REGISTRY = Registry("controller.link")
+MS = 1_000_000
 
 # command name -> (message class, body fields in order)
 COMMANDS: dict[str, tuple[type[m.Message], tuple[str, ...]]] = {
@@ -356,25 +357,38 @@ def learn_response(ctx, ev) -> list:
         elif ctx["position"] is None:
             updates["position"] = int(msg.position)  # learnt; `up` tells the logic
         else:
-            _position(ctx, ops, msg.position, "status", None, out, updates)
+            _position(ctx, ops, msg.position, "status", None, out, updates, ev.time_ns)
     return out
 
 
 @REGISTRY.action
 def device_reset(ctx, ev) -> list:
     msg = ev.payload[0]
-    return _reset(ctx, _boot_of(msg), "boot_counter_changed")
+    return _reset(ctx, _boot_of(msg), "boot_counter_changed", ev.time_ns)
 
 
-def _reset(ctx, boot: int | None, why: str) -> list:
+def _reset(ctx, boot: int | None, why: str, now: int) -> list:
     """One restart of the device, whichever message revealed it first: the view is
     unknown until re-read; commands in flight are handed back as in doubt (see RECONCILE);
-    operations under way are settled from the fresh status (`resume`)."""
-    return [
-        {"position": None, "last_event_seq": None, "resets": 1},
+    operations under way are settled from the fresh status (`resume`). More than
+    `reboot_max` restarts within `reboot_window_ms` is a reboot loop: one alarm."""
+    boots = _burst(ctx["boots"], now, ctx["reboot_window_ms"])
+    out: list = [
+        {
+            "position": None,
+            "last_event_seq": None,
+            "resets": 1,
+            "boots": boots[-(ctx["reboot_max"] + 1) :],
+        },
         _out("device_reset", reason=why, boot_counter=boot),
         Signal("commands", "abandon", "device_reset"),
     ]
+    looping = len(boots) > ctx["reboot_max"]
+    if looping != ctx["reboot_loop"]:
+        out.append({"reboot_loop": looping})
+        detail = f"{len(boots)} restarts within {ctx['reboot_window_ms']} ms"
+        out.append(_out("alarm", alarm="device_reboot_loop", active=looping, detail=detail))
+    return out
 
 
 @REGISTRY.action
@@ -477,7 +491,7 @@ def power_up_unsynced(ctx, ev) -> bool:
 @REGISTRY.action
 def power_up(ctx, ev) -> list:
     msg: m.PowerUp = ev.payload[0]
-    out = _reset(ctx, msg.boot_counter, msg.cause.name.lower())
+    out = _reset(ctx, msg.boot_counter, msg.cause.name.lower(), ev.time_ns)
     out.append(_synced(msg))
     return out
 
@@ -502,24 +516,47 @@ def fresh_event(ctx, ev) -> bool:
     return not isinstance(msg, m.PowerUp) and (last is None or seq_newer(last, msg.seq))
 
 
-def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, updates) -> None:
+def _burst(times: tuple, now: int, window_ms: float) -> tuple:
+    """The instants within the last `window_ms` before `now`, and now."""
+    window = int(window_ms * MS)
+    return (*(t for t in times if now - t < window), now)
+
+
+def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, updates, now):
     """The one place the device's position changes in the controller's view: every change
     is a position_changed outcome, whichever message showed it (an event, or the status
     snapshot of any ACK), and an operation whose end position is reached is complete. So
-    the bay, its published XCBR Pos and the agent never disagree about the breaker."""
+    the bay, its published XCBR Pos and the agent never disagree about the breaker.
+
+    A position that changes more than `chatter_max` times within `chatter_window_ms` is
+    chatter (a bouncing contact, a failing board): one alarm, the view follows the device
+    but the logic hears nothing more until the position has been still for a window, then
+    the settled position once (chatter_settled) - so a bad contact cannot flood the
+    station bus with XCBR Pos publications."""
     if int(position) == ctx["position"]:
         return
     updates["position"] = int(position)
-    previous = m.Dbpos(ctx["position"]).name if ctx["position"] is not None else "UNKNOWN"
-    out.append(
-        _out(
-            "position_changed",
-            position=position.name,
-            previous=previous,
-            cause=cause,
-            operate_ms=operate_ms,
+    moves = _burst(ctx["moves"], now, ctx["chatter_window_ms"])
+    updates["moves"] = moves[-(ctx["chatter_max"] + 1) :]
+    if ctx["chatter"] or len(moves) > ctx["chatter_max"]:
+        if not ctx["chatter"]:
+            updates["chatter"] = True
+            updates["chatter_alarms"] = 1
+            detail = f"{len(moves)} position changes within {ctx['chatter_window_ms']} ms"
+            out.append(_out("alarm", alarm="position_chatter", active=True, detail=detail))
+        updates["chatter_suppressed"] = 1
+        out.append(StartTimer("chatter", int(ctx["chatter_window_ms"] * MS), "chatter_quiet"))
+    else:
+        previous = m.Dbpos(ctx["position"]).name if ctx["position"] is not None else "UNKNOWN"
+        out.append(
+            _out(
+                "position_changed",
+                position=position.name,
+                previous=previous,
+                cause=cause,
+                operate_ms=operate_ms,
+            )
         )
-    )
     for command, (_cause, end) in OPERATIONS.items():
         if position is end and command in ops:
             out.append(
@@ -534,9 +571,22 @@ def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, up
             ops = updates["ops"] = {k: v for k, v in ops.items() if k != command}
 
 
-def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict) -> None:
+def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict, now: int) -> None:
     cause = msg.cause.name.lower()
-    _position(ctx, ctx["ops"], msg.position, cause, msg.operate_ms, out, updates)
+    _position(ctx, ctx["ops"], msg.position, cause, msg.operate_ms, out, updates, now)
+
+
+@REGISTRY.action
+def chatter_settled(ctx, ev) -> list | None:
+    """Still for a whole window: the alarm clears and the logic hears where it settled."""
+    if not ctx["chatter"]:
+        return None
+    position = m.Dbpos(ctx["position"]).name if ctx["position"] is not None else "UNKNOWN"
+    return [
+        {"chatter": False, "moves": ()},
+        _out("alarm", alarm="position_chatter", active=False, detail=f"settled {position}"),
+        _out("position_changed", position=position, previous="CHATTER", cause="settled"),
+    ]
 
 
 def _alarm(ctx, msg: m.Alarm, out: list, updates: dict) -> None:
@@ -559,7 +609,7 @@ def process_event(ctx, ev) -> list:
     if last is not None and msg.seq != seq_next(last):
         out.append(Submit("read_status", tag="resync"))
     if isinstance(msg, m.PositionChange):
-        _position_change(ctx, msg, out, updates)
+        _position_change(ctx, msg, out, updates, ev.time_ns)
     elif isinstance(msg, m.Alarm):
         _alarm(ctx, msg, out, updates)
     elif isinstance(msg, m.SpringCharged):

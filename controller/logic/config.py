@@ -103,6 +103,14 @@ class DeviceCfg(_Cfg):
     baudrate: int = 115200
     response_timeout_ms: float = Field(default=50, gt=0)
     max_retries: int = Field(default=3, ge=0)
+    chatter_max: int = Field(
+        default=10, ge=1, description="position changes per chatter_window_ms before an alarm"
+    )
+    chatter_window_ms: float = Field(default=1000, gt=0)
+    reboot_max: int = Field(
+        default=3, ge=1, description="device restarts per reboot_window_ms before an alarm"
+    )
+    reboot_window_ms: float = Field(default=60_000, gt=0)
     # the simulator's mechanism, when port is `sim` (the demo and replay --device sim)
     open_ms: int = Field(default=30, gt=0)
     close_ms: int = Field(default=60, gt=0)

@@ -68,6 +68,10 @@ class BayController:
                 response_timeout_ms=config.device.response_timeout_ms,
                 max_retries=config.device.max_retries,
                 first_seq=first,
+                chatter_max=config.device.chatter_max,
+                chatter_window_ms=config.device.chatter_window_ms,
+                reboot_max=config.device.reboot_max,
+                reboot_window_ms=config.device.reboot_window_ms,
             ),
             now_ns,
         )

@@ -317,3 +317,66 @@ def test_a_stored_reply_older_than_the_events_never_moves_the_position_back():
     assert [e.kind for e in events if e.seq == seq] == ["cmd_ok"], events
     assert not [e for e in events if e.kind == "position_changed"], events
     assert link.view["position"] == int(m.Dbpos.ON)
+
+
+def _up(link: LinkCore, fw: Firmware) -> int:
+    link.opened(0)
+    now = 0
+    for _ in range(50):
+        _pump(link, fw, now)
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+    assert link.state == "up"
+    link.take_events()
+    return now
+
+
+def test_a_chattering_position_is_one_alarm_and_the_settled_position_not_a_flood():
+    """Row 14: a contact bouncing every millisecond. The logic (and so the XCBR Pos
+    publication) hears at most `chatter_max` changes, then one alarm, then - once the
+    position is still for a window - where it settled, once."""
+    fw = Firmware(now_ns=0)
+    link = LinkCore(LinkConfig(chatter_max=5, chatter_window_ms=200), 0)
+    now = _up(link, fw)
+    events = []
+    for i in range(500):  # 0.5 s of a contact bouncing every millisecond
+        now += MS
+        fw.inject("contacts_bad" if i % 2 == 0 else "contacts_ok", None, now)
+        fw.advance(now)
+        link.advance(now)
+        _pump(link, fw, now)
+        events += link.take_events()
+    moves = [e for e in events if e.kind == "position_changed"]
+    alarms = _alarms(events, "position_chatter")
+    assert len(moves) == 5, moves
+    assert [a[0] for a in alarms] == [True]
+    assert link.view["chatter_suppressed"] > 100
+    for _ in range(40):  # still for more than a window
+        now += 10 * MS
+        fw.advance(now)
+        link.advance(now)
+        _pump(link, fw, now)
+        events += link.take_events()
+    assert [a[0] for a in _alarms(events, "position_chatter")] == [True, False]
+    settled = [e for e in events if e.kind == "position_changed"][-1]
+    assert settled.get("cause") == "settled"
+    assert settled.get("position") == m.Dbpos(fw.machine("breaker").ctx["position"]).name
+
+
+def test_a_device_in_a_reboot_loop_is_an_alarm():
+    fw = Firmware(now_ns=0)
+    link = LinkCore(LinkConfig(reboot_max=3, reboot_window_ms=10_000), 0)
+    now = _up(link, fw)
+    events = []
+    for _ in range(6):  # a restart every 100 ms
+        now += 100 * MS
+        fw.boot(now, m.ResetCause.WATCHDOG)
+        for _ in range(5):
+            _pump(link, fw, now)
+            now += 5 * MS
+            link.advance(now)
+            fw.advance(now)
+        events += link.take_events()
+    assert len([e for e in events if e.kind == "device_reset"]) == 6
+    assert [a[0] for a in _alarms(events, "device_reboot_loop")] == [True]
