@@ -57,3 +57,8 @@ class AgentCfg(_Cfg):
     max_open_sessions: int = Field(
         default=64, ge=1, description="sessions not yet ended (running, queued or waiting)"
     )
+    keep_finished_sessions: int = Field(
+        default=256,
+        ge=0,
+        description="ended sessions kept in memory for status/list (history: the journal)",
+    )

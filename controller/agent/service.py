@@ -58,14 +58,21 @@ class AgentService:
         *,
         confirm_timeout_ms: float = 600_000,
         max_open: int = 64,
+        keep_finished: int = 256,
     ) -> None:
         """`confirm_timeout_ms`: a session waiting for confirmation longer is aborted;
-        `max_open`: sessions not yet ended; a request beyond it is refused (`limit`)."""
+        `max_open`: sessions not yet ended; a request beyond it is refused (`limit`);
+        `keep_finished`: ended sessions kept in memory (status, list), the oldest let go
+        beyond it (their history stays in the journal), so memory and the cost of a
+        `list` do not grow with every session ever run."""
         self.planner = planner
         self.confirm_timeout_ms = confirm_timeout_ms
         self.max_open = max_open
         #: sessions not yet ended (pruned as they end): what `max_open` counts
         self.open: set[str] = set()
+        self.keep_finished = keep_finished
+        #: ended sessions still in memory, oldest first
+        self.finished: deque[str] = deque()
         self.table = Table.load(TABLE)
         self.journal = journal
         self.runner = Runner(journal)
@@ -288,7 +295,10 @@ class AgentService:
         self.runner.feed(sid, "accepted", now_ns)
 
     def _release_finished(self, now_ns: int) -> None:
-        self.open = {sid for sid in self.open if self.loop(sid).state not in FINAL}
+        ended = [sid for sid in self.open if self.loop(sid).state in FINAL]
+        if ended:
+            self.open.difference_update(ended)
+            self.finished.extend(sorted(ended, key=_number))
         for e, sid in list(self.locks.items()):
             if self.loop(sid).state in FINAL:
                 del self.locks[e]
@@ -300,6 +310,19 @@ class AgentService:
                 self.queued.remove(sid)
                 self._accept(sid, now_ns)
                 self._settle(now_ns)
+        while len(self.finished) > self.keep_finished:
+            self._forget(self.finished.popleft())
+
+    def _forget(self, sid: str) -> None:
+        """Let an ended session go from memory; the journal keeps its history."""
+        self.sessions.pop(sid, None)
+        for mid in (sid, f"{sid}/wf"):
+            self.runner.machines.pop(mid, None)
+            self.runner.timers.cancel_machine(mid)
+
+    def known(self, sid: str) -> bool:
+        """A session this service started, in memory or let go (see `keep_finished`)."""
+        return sid in self.sessions or (sid[1:].isdigit() and 1 <= int(sid[1:]) <= self.count)
 
     def _input(self, sid: str, event: str, now_ns: int, payload: Any = None) -> dict[str, Any]:
         if sid not in self.sessions:
@@ -352,6 +375,11 @@ class AgentService:
     def status(self, sid: str | None = None) -> Any:
         if sid is not None:
             if sid not in self.sessions:
+                if self.known(sid):
+                    raise KeyError(
+                        f"session {sid} ended and is no longer kept in memory "
+                        "(agent.keep_finished_sessions): `history` has it from the journal"
+                    )
                 raise KeyError(f"no session {sid!r}")
             s, m = self.sessions[sid], self.loop(sid)
             wf = self.runner.machines[f"{sid}/wf"]
@@ -432,4 +460,13 @@ class AgentService:
                         seq=c["inflight_seq"],
                     )
                 )
+        self.finished.extend(
+            sorted((k for k in self.sessions if self.loop(k).state in FINAL), key=_number)
+        )
+        while len(self.finished) > self.keep_finished:
+            self._forget(self.finished.popleft())
         return len(self.sessions)
+
+
+def _number(sid: str) -> int:
+    return int(sid[1:]) if sid[1:].isdigit() else 0

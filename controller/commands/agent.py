@@ -8,7 +8,12 @@ import json
 from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, CommandError
-from controller.runtime.control import ControlUnavailable, default_path, request
+from controller.runtime.control import (
+    ControlDenied,
+    ControlUnavailable,
+    default_path,
+    request,
+)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -58,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     path = args.control or default_path()
     try:
         reply = request(path, req)
+    except ControlDenied as exc:
+        raise CommandError(str(exc)) from exc
     except ControlUnavailable as exc:
         raise CommandError(
             f"{exc}: start `goosectl run` (or `goosectl demo --serve`) first"

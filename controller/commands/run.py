@@ -176,6 +176,7 @@ def run(args: argparse.Namespace) -> int:
         journals.agent,
         confirm_timeout_ms=cfg.agent.confirm_timeout_s * 1000,
         max_open=cfg.agent.max_open_sessions,
+        keep_finished=cfg.agent.keep_finished_sessions,
     )
     agent = AgentBay(bay, service)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all

@@ -92,12 +92,16 @@ class AgentBay:
                 reply = getattr(s, op)(str(request["session"]), now_ns)
             elif op == "history":
                 sid = str(request["session"])
-                s.status(sid)
+                if not s.known(sid):
+                    raise KeyError(f"no session {sid!r}")
                 reply = {"ok": True, "history": s.history(sid)}
             else:
                 reply = {"ok": False, "error": f"unknown op {op!r}"}
         except KeyError as exc:
-            reply = {"ok": False, "error": str(exc).strip("'\"")}
+            why = str(exc.args[0]) if exc.args else "?"
+            if " " not in why:  # a field the request lacks, not the service's reason
+                why = f"bad request: {why!r} is missing"
+            reply = {"ok": False, "error": why}
         except ValueError as exc:
             reply = {"ok": False, "error": f"bad request: {exc}"}
         self.round(now_ns)

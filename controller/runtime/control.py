@@ -29,7 +29,14 @@ from controller.agent.config import ControlCfg
 from controller.runtime.control_log import ControlLog
 from controller.runtime.control_socket import Peer, claim, default_path, group_id, peer_of, refusal
 
-__all__ = ["ControlServer", "ControlUnavailable", "controller_ops", "default_path", "request"]
+__all__ = [
+    "ControlDenied",
+    "ControlServer",
+    "ControlUnavailable",
+    "controller_ops",
+    "default_path",
+    "request",
+]
 
 Handler = Callable[[dict[str, Any], int], dict[str, Any]]
 
@@ -67,6 +74,10 @@ def controller_ops(bay: Any, fallback: Handler) -> Handler:
 
 class ControlUnavailable(Exception):
     """Nothing is listening on the control socket."""
+
+
+class ControlDenied(ControlUnavailable):
+    """A controller is there, but this user may not reach its socket."""
 
 
 #: Strings (with their escapes) go first; then brackets only, all of one kind.
@@ -279,18 +290,6 @@ class ControlServer:
         if data:
             c.last_ns = t
             c.inbuf += data
-            nl = c.inbuf.find(b"\n")
-            if (nl < 0 and len(c.inbuf) > self.cfg.max_line_bytes) or nl > self.cfg.max_line_bytes:
-                self._limit(
-                    "control.line",
-                    f"{c.peer}: a request line longer than {self.cfg.max_line_bytes} bytes",
-                )
-                self._answer_and_close(
-                    c,
-                    f"request line longer than {self.cfg.max_line_bytes} bytes "
-                    "(control.max_line_bytes): closing the connection",
-                )
-                return
         self._settle(c)
 
     def _settle(self, c: Client) -> None:
@@ -301,10 +300,29 @@ class ControlServer:
         self._want(c, read=not c.eof and len(c.inbuf) <= 2 * self.cfg.max_line_bytes)
         if c.out:
             return  # `_flush` settles it again once the replies are taken
+        if self._too_long(c):
+            return
         if c.has_line():
             self._queue(c)
         elif c.eof:
             self._drop(c)
+
+    def _too_long(self, c: Client) -> bool:
+        """The client's next line, complete or not, is over the cap: refused, and the
+        client closed (where the next request would start cannot be known)."""
+        nl = c.inbuf.find(b"\n")
+        if (nl if nl >= 0 else len(c.inbuf)) <= self.cfg.max_line_bytes:
+            return False
+        self._limit(
+            "control.line",
+            f"{c.peer}: a request line longer than {self.cfg.max_line_bytes} bytes",
+        )
+        self._answer_and_close(
+            c,
+            f"request line longer than {self.cfg.max_line_bytes} bytes "
+            "(control.max_line_bytes): closing the connection",
+        )
+        return True
 
     def _answer_and_close(self, c: Client, error: str) -> None:
         c.inbuf.clear()
@@ -330,8 +348,11 @@ class ControlServer:
             c = self.ready.popleft()
             if c.fd not in self.clients or c.out:
                 continue  # gone, or not taking its replies: `_flush` queues it again
-            line, _, rest = bytes(c.inbuf).partition(b"\n")
-            c.inbuf[:] = rest
+            nl = c.inbuf.find(b"\n")
+            if nl < 0:
+                continue
+            line = bytes(c.inbuf[:nl])
+            del c.inbuf[: nl + 1]  # cheap from the front of a bytearray
             self._reply(c, self.answer(line, c.peer), t)
             served += 1
             self._settle(c)
@@ -514,7 +535,10 @@ def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[st
     except (FileNotFoundError, ConnectionRefusedError) as exc:
         raise ControlUnavailable(f"no controller is listening on {path}") from exc
     except PermissionError as exc:
-        raise ControlUnavailable(f"{path}: permission denied (not your controller?)") from exc
+        raise ControlDenied(
+            f"{path}: permission denied (the controller's user, root, or its "
+            "control.group may use it)"
+        ) from exc
     try:
         # refused at once (a cap, a peer check): the reason may still be there to read
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
