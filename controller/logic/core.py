@@ -379,7 +379,14 @@ class BayController:
         what that means for the bay joins `queue` (or is settled at once without one)."""
         m = self.input_machines[rule.name]
         if valid:
-            if m.state == "valid" and m.ctx["value"] == value:
+            if m.state == "valid":
+                old = m.ctx["value"]
+                if old == value:
+                    return
+                # a valid input's new value: stored by its machine, the edge taken here
+                self.runner.feed(m.id, "valid", now_ns, value)
+                for ev, payload in self.inputs.edge_events(rule, old, value):
+                    self._bay(ev, now_ns, payload)
                 return
             self.runner.feed(m.id, "valid", now_ns, value)
         else:

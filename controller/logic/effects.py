@@ -35,8 +35,9 @@ class Alarm(Effect):
 
 @dataclass(frozen=True, slots=True)
 class InputChanged(Effect):
-    """An input of the bay logic changed its validity or its value. `value` is what acts
-    now: the member's value while `valid`, the declared fail-safe value otherwise;
+    """An input of the bay logic became valid or invalid (or invalid for another reason).
+    `value` is what acts now: the member's value while `valid`, the declared fail-safe value
+    otherwise;
     `previous` is what acted before; `event` is the bay event the input feeds.
     `consequence` says what it means for the bay."""
 
@@ -48,9 +49,6 @@ class InputChanged(Effect):
     previous: Any
     reason: str
     consequence: str
-    #: the input became valid or invalid (or invalid for another reason): a timeline line;
-    #: False for a valid input's new value (the bay's own lines show what it did)
-    validity_changed: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -23,6 +23,12 @@ def consequence(ctx, valid: bool, value: Any) -> str:
 
 @REGISTRY.action(factory=True)
 def take(validity_changed: bool):
+    """The input's value acts. Becoming valid is reported (`InputChanged`); a new value of
+    a valid input is only stored: the bay controller, which fed it, takes the edge itself
+    (the trip path: no effect to build and route)."""
+    if not validity_changed:
+        return lambda ctx, ev: {"value": ev.payload}
+
     def action(ctx, ev):
         value = ev.payload
         return [
@@ -36,7 +42,6 @@ def take(validity_changed: bool):
                 ctx["value"],
                 "",
                 consequence(ctx, True, value),
-                validity_changed,
             ),
         ]
 

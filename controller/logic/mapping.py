@@ -146,17 +146,22 @@ class Inputs:
         return rules
 
     def bay_events(self, change: InputChanged) -> list[tuple[str, Any]]:
-        """What an input's change means for the bay: an interlock's new state, or the edge
-        of a trip or close request (between the values that acted)."""
+        """What an input becoming valid or invalid means for the bay."""
         rule = self.by_name[change.input]
+        if rule.event == "interlock" and not change.valid:
+            return [("interlock", {rule.interlock: f"invalid ({change.reason})"})]
+        return self.edge_events(rule, change.previous, change.value)
+
+    @staticmethod
+    def edge_events(rule: Rule, old: Any, cur: Any) -> list[tuple[str, Any]]:
+        """What a valid input's value means for the bay: an interlock's state, or the edge
+        of a trip or close request (between the values that acted: a fail-safe one too)."""
         if rule.event == "interlock":
-            if change.valid:
-                state = "permit" if change.value in rule.permit_when else "blocked"
-            else:
-                state = f"invalid ({change.reason})"
-            return [("interlock", {rule.interlock: state})]
-        if _edge(rule.when, change.previous, change.value):
-            return [(rule.event, {"stream": rule.stream, "value": change.value})]
+            return [
+                ("interlock", {rule.interlock: "permit" if cur in rule.permit_when else "blocked"})
+            ]
+        if _edge(rule.when, old, cur):
+            return [(rule.event, {"stream": rule.stream, "value": cur})]
         return []
 
     def stream_events(self, report: StreamState, names: tuple[str, ...]) -> list[tuple[str, Any]]:

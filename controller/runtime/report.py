@@ -143,9 +143,6 @@ class Timeline:
         if isinstance(r, CommandWithheld):
             return f"{t}  device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}"
         if isinstance(r, InputChanged):
-            # validity changes, and the rising edges that act (a trip, a close request)
-            if not r.validity_changed and not (r.value is True and r.previous is not True):
-                return None
             state = "valid" if r.valid else f"invalid ({r.reason})"
             return f"{t}  input    {r.input}: {state} -> {r.consequence}"
         if isinstance(r, LgosView):
