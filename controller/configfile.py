@@ -4,6 +4,13 @@ Every error names the file, the line (YAML), the key path and the reason, all of
 once, so a user fixes a config in one pass. Shared by every config goosectl reads. An SCL
 file (with the IED to configure) or a config with an `scl:` overlay key goes through
 controller/scl/config.py and comes out as the same models.
+
+One format for every command: the controller config (`ControllerConfig`). A GOOSE-only
+file is that schema with the bay parts absent: its `goose:` section alone, or the goose
+section's keys at the top level (`subscriptions:`, `publishers:` ... as in
+examples/goose/subscriptions.yaml), which is read as `goose:`. Commands that need only
+GOOSE (`replay`, `listen`, `publish`) take the `goose` part of any controller config, so
+the same file works with and without `--device sim`.
 """
 
 from __future__ import annotations
@@ -27,6 +34,11 @@ class ConfigError(Exception):
 def load_config(path: str | Path, model: type[M], ied: str | None = None) -> M:
     """`ied`: the IED to configure when the file is SCL (an SCD, CID ...; see
     controller/scl/config.py) or a config with an `scl:` overlay key."""
+    from controller.goose.config import GooseConfig
+    from controller.logic.config import ControllerConfig
+
+    if model is GooseConfig:  # one format: the goose part of the controller config
+        return load_config(path, ControllerConfig, ied).goose  # type: ignore[return-value]
     p = Path(path)
     if p.suffix.lower() in SCL_SUFFIXES or ied is not None:
         return _scl(p, model, ied, None, None)
@@ -34,22 +46,57 @@ def load_config(path: str | Path, model: type[M], ied: str | None = None) -> M:
         data, line_of = read_document(p)
     except TableError as exc:
         raise ConfigError("\n".join(str(f) for f in exc.findings)) from exc
+    flat = False
+    if model is ControllerConfig:
+        flat = "goose" not in data
+        data, line_of = goose_only_as_controller(data, str(p), line_of)
+        flat = flat and "goose" in data  # keys as written: `subscriptions.0`, not `goose.`
     if "scl" in data:
         return _scl(p, model, ied, data, line_of)
-    return validate_data(model, data, str(p), line_of)
+    return validate_data(model, data, str(p), line_of, "goose." if flat else "")
 
 
-def validate_data(model: type[M], data: dict, source: str, line_of: LineOf) -> M:
-    """Validate parsed config data; errors name the source, line, key path and reason."""
+def goose_only_as_controller(data: dict, source: str, line_of: LineOf) -> tuple[dict, LineOf]:
+    """A file with the goose section's keys at the top level is that section (`goose:`);
+    goose keys beside controller keys are an error that says where they belong."""
+    from controller.goose.config import GooseConfig
+    from controller.logic.config import ControllerConfig
+
+    if not isinstance(data, dict):
+        return data, line_of
+    goose_keys = [k for k in data if k in GooseConfig.model_fields]
+    if not goose_keys:
+        return data, line_of
+    others = [k for k in data if k != "scl" and k not in GooseConfig.model_fields]
+    if any(k in ControllerConfig.model_fields for k in others):
+        raise ConfigError(
+            "\n".join(
+                f"{source}:{line_of((k,)) or '?'}: {k}: a key of the goose section: "
+                f"move it under `goose:` (one config format; README: Configuration)"
+                for k in goose_keys
+            )
+        )
+    wrapped = {"goose": {k: v for k, v in data.items() if k != "scl"}}
+    if "scl" in data:
+        wrapped["scl"] = data["scl"]
+
+    def shifted(path):
+        return line_of(path[1:] if path and path[0] == "goose" else path)
+
+    return wrapped, shifted
+
+
+def validate_data(model: type[M], data: dict, source: str, line_of: LineOf, strip: str = "") -> M:
+    """Validate parsed config data; errors name the source, line, key path and reason.
+    `strip`: a key prefix the file did not write (a GOOSE-only file's implied `goose.`)."""
     try:
         return model.model_validate(data)
     except ValidationError as exc:
-        lines = [
-            f"{f.source}:{f.line}: {f.item}: {f.reason}"
-            if f.line
-            else f"{f.source}: {f.item}: {f.reason}"
-            for f in validation_findings(exc, source, line_of)
-        ]
+        lines = []
+        for f in validation_findings(exc, source, line_of):
+            item = f.item[len(strip) :] if strip and f.item.startswith(strip) else f.item
+            where = f"{f.source}:{f.line}" if f.line else f.source
+            lines.append(f"{where}: {item}: {f.reason}")
         raise ConfigError("\n".join(lines)) from exc
 
 

@@ -96,6 +96,8 @@ def _error_obj(number: int, time: float, exc: GooseError) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     t0: float | None = None
+    shown = 0
+    appids: set[int] = set()
     try:
         for cap in read_capture(args.file):
             if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
@@ -103,7 +105,10 @@ def run(args: argparse.Namespace) -> int:
             time = cap.ts_ns / 1e9
             if t0 is None:
                 t0 = time
-            if args.appid is not None and _raw_appid(cap.data) != args.appid:
+            appid = _raw_appid(cap.data)
+            if appid is not None:
+                appids.add(appid)
+            if args.appid is not None and appid != args.appid:
                 continue
             try:
                 if args.gocbref is not None:
@@ -113,20 +118,26 @@ def run(args: argparse.Namespace) -> int:
                     decode_all_data(cap.data, head.all_data_offset)  # fail early, same errors
                 frame = decode_frame(cap.data)
             except GooseError as exc:
+                shown += 1
                 err = _error_obj(cap.number, time, exc)
                 if args.json:
                     out.write(json.dumps(err) + "\n")
                 else:
                     out.write(printable(f"{cap.number:>6} {time - t0:12.6f} error: {exc}") + "\n")
                 continue
+            shown += 1
             obj = frame_to_json(frame, number=cap.number, time=time)
             out.write((json.dumps(obj) if args.json else _table_line(obj, t0)) + "\n")
     except CaptureError as exc:
         out.flush()
         raise CommandError(f"cannot read capture: {exc}") from None
-    except BrokenPipeError:
-        # `goosectl decode big.pcap | head`: the reader left; that is not an error.
-        import os
-
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    # (`goosectl decode big.pcap | head`: a reader that left ends the run quietly, in cli.py)
+    if not shown and appids and (args.appid is not None or args.gocbref is not None):
+        wanted = [f"--appid 0x{args.appid:04x}"] if args.appid is not None else []
+        wanted += [f"--gocbref {args.gocbref}"] if args.gocbref is not None else []
+        seen = ", ".join(f"0x{a:04x}" for a in sorted(appids))
+        print(
+            f"goosectl: no frame matched {' and '.join(wanted)} (APPIDs seen: {seen})",
+            file=sys.stderr,
+        )
     return 0

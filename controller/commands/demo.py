@@ -51,15 +51,59 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def claim_folder(out: Path | None, prefix: str) -> Path:
+    """A folder this demo alone writes to: `--out` if it is new or empty, else a new
+    `<prefix>-<UTC time>` (with -2, -3 ... when another demo took that name in the same
+    second). Two demos never share a journal."""
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise CommandError(f"--out {out}: exists and is not a folder (give a new folder)")
+        if out.is_dir():
+            try:
+                taken = sorted(p.name for p in out.iterdir())
+            except OSError as exc:
+                raise CommandError(f"--out {out}: {exc.strerror}") from None
+            if taken:
+                raise CommandError(
+                    f"--out {out}: already holds {', '.join(taken[:3])}"
+                    f"{' ...' if len(taken) > 3 else ''}: each demo needs a new or empty folder"
+                )
+            return out
+        candidates = [out]
+    else:
+        stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
+        base = f"{prefix}-{stamp}"
+        candidates = [Path(base)] + [Path(f"{base}-{n}") for n in range(2, 100)]
+    for folder in candidates:
+        try:
+            folder.mkdir(parents=out is not None)
+        except FileExistsError:
+            continue
+        except OSError as exc:
+            where = "" if out is not None else " (--out DIR writes elsewhere)"
+            raise CommandError(
+                f"cannot create the demo's folder {folder.resolve()}: {exc.strerror}{where}"
+            ) from None
+        return folder
+    raise CommandError(f"--out {out}: another demo took it first" if out else "no free folder name")
+
+
 def run(args: argparse.Namespace) -> int:
+    from controller.configfile import load_config
+    from controller.logic.config import ControllerConfig
+
+    try:  # a bad config is reported before any folder is made
+        load_config(args.config, ControllerConfig, args.ied)
+    except ConfigError as exc:
+        raise CommandError(f"bad config:\n{exc}") from exc
     if args.live:
         from controller.runtime.demo_live import run_live_demo
 
+        args.out = claim_folder(args.out, "goosectl-demo-live")
         return run_live_demo(args)
     from controller.runtime.demo import print_progress, report_lines, run_demo
 
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
-    folder = args.out or Path(f"goosectl-demo-{stamp}")
+    folder = claim_folder(args.out, "goosectl-demo")
     print(f"goosectl demo: writing to {folder}/")
     try:
         result = run_demo(

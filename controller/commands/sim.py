@@ -138,7 +138,11 @@ def cmd_sim(args: argparse.Namespace) -> int:
             transport = TcpTransport(*args.tcp)
             where = transport.url
     except (PortError, OSError) as exc:
-        raise CommandError(f"sim: cannot open the board's port: {exc}") from None
+        import os
+
+        if args.port and not os.path.exists(args.port):
+            raise CommandError(f"sim --port {args.port}: no such device or file") from None
+        raise CommandError(f"sim: cannot open the board's port: {exc.strerror or exc}") from None
     print(where, flush=True)
     import time
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -24,10 +25,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     _load_options(c)
     c.set_defaults(func=cmd_check)
 
-    r = tsub.add_parser("render", help="draw a table as Mermaid or Graphviz dot")
+    r = tsub.add_parser(
+        "render", help="draw a table (or a procedure's workflow) as Mermaid or Graphviz dot"
+    )
     r.add_argument("file", type=Path)
     _load_options(r)
-    r.add_argument("--format", choices=sorted(FORMATS), default="mermaid")
+    r.add_argument(
+        "--format",
+        choices=sorted(FORMATS),
+        default=None,
+        help="mermaid (the default: paste into Markdown) or dot (pipe into Graphviz: "
+        "`goosectl table render T.yaml --format dot | dot -Tsvg > t.svg`)",
+    )
     r.set_defaults(func=cmd_render)
 
     u = tsub.add_parser(
@@ -95,12 +104,37 @@ def _load(args: argparse.Namespace) -> Table:
     try:
         return Table.load(path, registry_path=args.registry_path, limits=limits)
     except TableError as exc:
+        if exc.findings and all(f.code in ("io", "encoding", "format") for f in exc.findings):
+            # unreadable, or not a document at all: a wrong file, not findings in a table
+            from controller.commands.config import sniff
+
+            sniff(path)  # names what the file is when it can tell (a capture, a journal)
+            raise CommandError(f"{path}: {exc.findings[0].reason}") from None
         for f in exc.findings:
             print(f, file=sys.stderr)
         raise CommandError(f"{path}: {len(exc.findings)} finding(s)", EXIT_FINDINGS) from exc
 
 
+def _is_procedure(path: Path) -> bool:
+    """A procedure file (steps:) given to `table`: checked and drawn as a procedure."""
+    from controller.commands.config import sniff
+
+    try:
+        kind, _ = sniff(path)
+    except CommandError:
+        return False  # not a document at all: the table loader says why
+    return kind.name == "procedure"
+
+
 def cmd_check(args: argparse.Namespace) -> int:
+    if _is_procedure(args.file):
+        from controller.commands.config import check_procedure
+
+        print(
+            f"{args.file}: ok: {check_procedure(args.file)} "
+            "(a procedure, checked as one; `goosectl config check` takes any kind of file)"
+        )
+        return EXIT_OK
     t = _load(args)
     spec = t.spec
     print(
@@ -112,8 +146,21 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
-    t = _load(args)
-    sys.stdout.write(FORMATS[args.format](t.spec))
+    if _is_procedure(args.file):
+        from controller.agent.procedure import load_procedure
+
+        spec = load_procedure(args.file).table.spec  # its workflow on the engine
+    else:
+        spec = _load(args).spec
+    fmt = args.format or "mermaid"
+    if args.format is None and not sys.stdout.isatty():
+        # piped somewhere: say which format it is, since `| dot` needs --format dot
+        print(
+            "goosectl: table render: writing Mermaid (the default); "
+            "for Graphviz (`| dot -Tsvg`) use --format dot",
+            file=sys.stderr,
+        )
+    sys.stdout.write(FORMATS[fmt](spec))
     return EXIT_OK
 
 
@@ -124,6 +171,10 @@ def read_events(path: Path) -> list[tuple[int, str, object]]:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as exc:
         raise CommandError(f"{path}: cannot read events: {exc.strerror}") from exc
+    except UnicodeDecodeError as exc:
+        raise CommandError(
+            f"{path}: not an events file (JSON lines): not UTF-8 text at byte {exc.start}"
+        ) from None
     last = None
     for n, line in enumerate(lines, 1):
         if not line.strip():
@@ -143,11 +194,32 @@ def read_events(path: Path) -> list[tuple[int, str, object]]:
     return out
 
 
+def effect_json(effect: object) -> object:
+    """An effect as JSON: its type and fields (`Notify {"topic": ..., "data": ...}`)."""
+    if dataclasses.is_dataclass(effect) and not isinstance(effect, type):
+        fields = {f.name: getattr(effect, f.name) for f in dataclasses.fields(effect)}
+        return {"type": type(effect).__name__, **fields}
+    return repr(effect)
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    if _is_procedure(args.file):
+        raise CommandError(
+            f"{args.file}: a procedure: it runs on a controller (`goosectl agent run NAME`), "
+            "not on its own; `goosectl table check` and `render` take it"
+        )
     table = _load(args)
     events = read_events(args.events)
     journal = Journal(args.journal, durability=args.durability)
     runner = Runner(journal)
+    # the journal keeps a digest of each step's effects; what is printed shows them
+    effects: dict[int, list] = {}
+
+    def remember(machine, step: Step, now_ns: int) -> None:
+        for i in range(len(step.transitions)):
+            effects[journal.seq + 1 + i] = [effect_json(e) for e in step.effects]
+
+    runner.on_step = remember
     mid = args.machine or table.name
     start_ns = events[0][0] if events else 0
     _, resumed_at = runner.resume_or_start(table, mid, start_ns)
@@ -162,7 +234,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         elif not journal.maybe_flush(now_ns):
             return
         for row in journal.rows_after(printed):
-            print(json.dumps(row, sort_keys=True))
+            row["effects_digest"] = row["effects"]
+            row["effects"] = effects.pop(row["seq"], row["effects"])
+            print(json.dumps(row, sort_keys=True, default=repr))
             printed = row["seq"]
 
     for pos, (t, event, payload) in enumerate(events):

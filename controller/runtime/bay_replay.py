@@ -46,6 +46,9 @@ class BayReplay:
         #: wall time of each `bay.frame` call, and of those that sent a device command
         self.frame_ns: list[int] = []
         self.actuating_ns: list[int] = []
+        #: CPU time of this thread in each `bay.frame` call: the work itself, without the
+        #: time the process waited for a CPU (which a busy machine adds to `frame_ns`)
+        self.frame_cpu_ns: list[int] = []
         #: called after every exchange on the wire (the demo's operator answers here)
         self.after_step: Callable[[int], None] | None = None
         self.wire = wire or VirtualWire(self.endpoint, firmware, start_ns=0, on_step=self._drain)
@@ -92,9 +95,11 @@ class BayReplay:
                 act(t)
             wire.run_until(ts)
             before = len(self.bay.reports)
+            c0 = time.thread_time_ns()
             t0 = time.perf_counter_ns()
             self.bay.frame(data, "A", ts)
             dt = time.perf_counter_ns() - t0
+            self.frame_cpu_ns.append(time.thread_time_ns() - c0)
             self.frame_ns.append(dt)
             if any(type(r) is DeviceCommand for r in self.bay.reports[before:]):
                 self.actuating_ns.append(dt)

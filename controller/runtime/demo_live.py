@@ -105,14 +105,18 @@ def peer(iface: str) -> int:
 def run_live_demo(args: argparse.Namespace) -> int:
     import os
 
-    if os.geteuid() != 0:
-        raise CommandError("demo --live needs root (network namespaces and raw sockets)")
     try:
         import pyiec61850.pyiec61850  # noqa: F401
     except ImportError as exc:
         raise CommandError(
-            "demo --live needs libiec61850's bindings: pip install pyiec61850-ng"
+            "demo --live: libiec61850's Python bindings (pyiec61850-ng) are not installed: "
+            "install the `live` extra, pip install -e '.[live]'"
         ) from exc
+    if os.geteuid() != 0:
+        raise CommandError(
+            "demo --live needs root (network namespaces and raw sockets): "
+            "sudo .venv/bin/goosectl demo --live"
+        )
     from controller.logic.core import BayController
     from controller.runtime.live_bay import BayLive
     from controller.runtime.netns import NetLab

@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.engine.journal import Batch, Journal, JournalIOError, JournalStore, connect
+from controller.runtime.journal_clock import anchor as anchor_clock
 from controller.runtime.report import percentiles
 
 #: The loop waits at most this long for the GIL when a writer thread holds it.
@@ -501,6 +502,8 @@ class LiveJournals:
     ) -> None:
         self.bay = Journal(bay_path, durability="group") if bay_path else None
         self.agent = Journal(agent_path, durability="step") if agent_path else None
+        for journal in (self.bay, self.agent):  # monotonic times -> UTC (journal_utc view)
+            anchor_clock(journal, "monotonic")
         self.writer = (
             JournalWriter(self.bay, max_rows=queue_rows, retention=retention).start()
             if self.bay is not None

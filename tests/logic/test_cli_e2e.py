@@ -35,7 +35,7 @@ def test_demo_over_a_real_pty_yields_the_scenario(tmp_path):
         "6.030 s  bay      position: tripping -> open",
         "9.000 s  device   TRIP sent (protection)",  # network A was down: no trip lost
         "goose    prot side A lost",
-        "12.500 s  notice   close_refused: ('interlock bay2 blocked',)",
+        "12.500 s  notice   close_refused: interlock bay2 blocked",
         "15.150 s  bay      bf_timeout: tripping -> breaker_failure",
         "15.150 s  goose    published bf_trip",
         "15.150 s  device   TRIP sent (re-trip)",

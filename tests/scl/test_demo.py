@@ -45,7 +45,7 @@ def test_the_scd_alone_runs_the_demo_with_the_streams_named_by_gocbref(tmp_path)
         "6.000 s  device   TRIP sent (protection)",
         "9.000 s  device   TRIP sent (protection)",  # network B (the SCD's 2nd subnetwork)
         "goose    PROT1LD0/LLN0$GO$trip side A lost",
-        "12.500 s  notice   close_refused: ('interlock bay2 blocked',)",
+        "12.500 s  notice   close_refused: interlock bay2 blocked",
         "15.150 s  device   TRIP sent (re-trip)",
     ]:
         assert line in text, line
