@@ -21,6 +21,7 @@ from controller.runtime.capture_clock import (
     TimeJump,
 )
 from controller.runtime.goose_report import Reporter
+from controller.runtime.journal_clock import anchor as anchor_clock
 from controller.runtime.replay import Replay, capture_frames
 from protocols.ethernet.pcap import CaptureError
 
@@ -105,6 +106,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
     journal = Journal(args.journal, durability="group") if args.journal else None
+    anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(config, journal, simulation=args.simulation)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     clock = CaptureClock(max_gap, reporter.time_jump)
@@ -161,6 +163,7 @@ def run_controller(args: argparse.Namespace) -> int:
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
     journal = Journal(args.journal, durability="group") if args.journal else None
+    anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     bay = BayController(cfg, t0, journal)
     if args.mode:
         bay.set_mode(args.mode, t0, "command line")

@@ -27,6 +27,7 @@ from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.agent_host import AgentBay
 from controller.runtime.bay_replay import BayReplay
+from controller.runtime.journal_clock import anchor as anchor_clock
 from controller.runtime.report import Timeline, percentiles, report_block
 from controller.runtime.scenario import S, Scenario, build
 from firmware_sim.core import Firmware
@@ -106,6 +107,8 @@ def run_demo(
     journal = Journal(files["journal"], durability="group")
     bay = BayController(cfg, t0, journal)
     agent_journal = Journal(files["agent"], durability="step")
+    for j in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
+        anchor_clock(j, "virtual")
     host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
@@ -154,6 +157,7 @@ def run_demo(
         latency={
             "frame in -> effects out (every frame)": percentiles(replay.frame_ns),
             "trip/close frame -> command + publication": percentiles(replay.actuating_ns),
+            "every frame, CPU time of the thread": percentiles(replay.frame_cpu_ns),
         },
         frames_in=replay.frames_in,
         frames_out=replay.sent,
@@ -215,6 +219,7 @@ def report_lines(r: DemoResult) -> list[str]:
             r.lgos,
         ),
     ]
+    out += latency_note(r.latency)
     out += [
         "",
         f"Frames in: {r.frames_in}, frames out: {r.frames_out}, final bay state: {r.bay_state}",
@@ -223,6 +228,26 @@ def report_lines(r: DemoResult) -> list[str]:
     ]
     out += [f"  {k:9} {p.name}" for k, p in r.files.items()]
     return out
+
+
+#: the hard limit of a transition, frame in to frame out (README: Performance)
+LIMIT_US = 4000.0
+
+
+def latency_note(latency: dict[str, dict[str, float]]) -> list[str]:
+    """Say why a wall-clock p99 above the 4 ms limit is not the controller's: the demo is
+    one Python process on the virtual clock, and the CPU-time row shows the work itself."""
+    wall = latency.get("frame in -> effects out (every frame)", {})
+    cpu = latency.get("every frame, CPU time of the thread", {})
+    if not wall.get("n") or wall.get("p99", 0.0) <= LIMIT_US or not cpu.get("n"):
+        return []
+    return [
+        f"  Note: wall-clock p99 {wall['p99'] / 1000:.1f} ms is above the 4 ms limit while the",
+        f"  CPU time of the same frames has p99 {cpu['p99'] / 1000:.2f} ms: the process waited "
+        "for a CPU",
+        "  (a busy or shared machine), it was not working. The 4 ms limit is for the live path,",
+        "  measured on the wire by `goosectl bench --live` (README: Performance).",
+    ]
 
 
 def print_progress(stream: TextIO = sys.stderr) -> Progress:

@@ -40,6 +40,9 @@ class Reporter:
         self.t0: float | None = None
         #: capture clock jumps reported (replay)
         self.time_jumps = 0
+        #: frames printed, and the APPIDs seen, so a filter that matched nothing says so
+        self.shown = 0
+        self.appids_seen: set[int] = set()
 
     def _stream_state(self, stream_id: str) -> str | None:
         m = self.hub.runner.machines.get(stream_id)
@@ -65,8 +68,11 @@ class Reporter:
                 "offset": exc.offset,
                 "field": exc.path,
             }
+        if obj.get("appid") is not None:
+            self.appids_seen.add(obj["appid"])
         if not self._wanted(obj.get("appid"), obj.get("gocbRef")):
             return
+        self.shown += 1
         if verdict is not None:
             obj["class"] = verdict.cls
             obj["flags"] = list(verdict.flags)
@@ -156,7 +162,22 @@ class Reporter:
         }
         self._emit(obj, lambda: f"!! time jump: {jump.text()}")
 
+    def filter_note(self) -> str | None:
+        """What to say when --appid/--gocbref matched no frame (rather than print nothing)."""
+        if self.shown or not self.appids_seen or (self.appid is None and self.gocb_ref is None):
+            return None
+        wanted = []
+        if self.appid is not None:
+            wanted.append(f"--appid 0x{self.appid:04x}")
+        if self.gocb_ref is not None:
+            wanted.append(f"--gocbref {self.gocb_ref}")
+        seen = ", ".join(f"0x{a:04x}" for a in sorted(self.appids_seen)) or "none"
+        return f"no frame matched {' and '.join(wanted)} (APPIDs seen: {seen})"
+
     def summary(self) -> None:
+        note = self.filter_note()
+        if note is not None:
+            print(f"goosectl: {note}", file=sys.stderr)
         counters = self.hub.counters()
         if self.time_jumps:
             counters = {**counters, "time_jumps": self.time_jumps}

@@ -167,7 +167,10 @@ class Timeline:
                 f"({d['tool']} {d['args']}): confirmed"
             )
         if isinstance(r, Notify):
-            return f"{t}  notice   {r.topic}: {r.data}"
+            data = r.data
+            if isinstance(data, (tuple, list)):  # reasons, e.g. close_refused
+                data = "; ".join(str(x) for x in data)
+            return f"{t}  notice   {r.topic}" + (f": {data}" if data not in (None, "") else "")
         if isinstance(r, RunTool):
             again = f", attempt {r.attempt}" if r.attempt > 1 else ""
             return f"{t}  agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
