@@ -177,63 +177,56 @@ common = dict(appid=0x1001, dst=bytes.fromhex("010ccd010001"), vlan_id=10, vlan_
               gocb_ref="PROT1LD0/LLN0$GO$trip", dataset="PROT1LD0/LLN0$dstrip", go_id="PROT1",
               tal_ms=2000)
 Q = {"good": "0000000000000", "invalid": "0100000000000", "test": "0000000000010"}
-prot = Publisher(iface, **common)
 sock = RawSocket(iface, timestamps=False, promiscuous=True)
 hub = GooseHub(GooseConfig(publishers=[p for p in publishers_config().publishers
                                        if p.gocb_ref in (CILO, SCADA)]))
-seen = {}
+
+def values(value, q):
+    return [{"type": "boolean", "value": value}, {"type": "bit-string", "bits": Q[q]}]
+
+# the protection IED and a test set simulating it (libiec61850 both; the application paces
+# their retransmissions): [publisher, current values, last sent]
+ieds = {"trip": [Publisher(iface, **common), values(False, "good"), 0.0]}
+seen, counted = {}, 0
 
 def send(effects):
     for e in effects:
         if hasattr(e, "data"):
             sock.send(e.data)
 
-def values(value, q):
-    return [{"type": "boolean", "value": value}, {"type": "bit-string", "bits": Q[q]}]
+def publish(name, value, q):
+    if name not in ieds:
+        ieds[name] = [Publisher(iface, **common, simulation=True), None, 0.0]
+    else:
+        ieds[name][0].new_state()
+    ieds[name][1] = values(value == "1", q)
+    ieds[name][0].publish(ieds[name][1])
+    ieds[name][2] = time.monotonic()
 
-current = values(False, "good")
-
-def trip(value, q="good"):
-    global current
-    current = values(value, q)
-    prot.new_state()
-    prot.publish(current)
-
-def scada(value):
-    hub.runner.feed(f"pub:{SCADA}", "publish", time.monotonic_ns(),
-                    ((Boolean(value),), time.time_ns()))
-    send(hub.drain())
-
-def sim(value):
-    p = Publisher(iface, **common, simulation=True)
-    p.set_numbers(1, 0)
-    p.publish(values(value, "good"))
-    p.close()
-
-# (seconds from the start, or from "go" on stdin for the second part, action)
-first = [
-    (0.5, lambda: scada(True)), (0.7, lambda: scada(False)),           # close
-    (1.5, lambda: trip(True, "invalid")), (1.8, lambda: trip(False)),  # refused: q invalid
-    (2.1, lambda: trip(True, "test")), (2.4, lambda: trip(False)),     # refused: mode on
-    (2.7, lambda: sim(True)),                                          # refused: simulated
-]
-second = [(0.2, lambda: trip(True, "test")), (0.5, lambda: trip(False, "test"))]  # acts
+def command(words):
+    global counted
+    if words[0] == "scada":
+        hub.runner.feed(f"pub:{SCADA}", "publish", time.monotonic_ns(),
+                        ((Boolean(words[1] == "1"),), time.time_ns()))
+        send(hub.drain())
+    elif words[0] in ("trip", "sim"):
+        publish(words[0], words[1], words[2] if len(words) > 2 else "good")
+    elif words[0] == "count":  # the controller's frames since the last count
+        n, counted = sum(seen.values()) - counted, sum(seen.values())
+        return f"count {n}"
+    elif words[0] == "seen":
+        return repr(seen)
+    return "ok"
 
 send(hub.start(time.monotonic_ns(), time.time_ns()))
-prot.publish(current)
-t0 = last = time.monotonic()
-script, phase = first, 1
+ieds["trip"][0].publish(ieds["trip"][1])
 print("ready", flush=True)
 while True:
     now = time.monotonic()
-    if script and now - t0 >= script[0][0]:
-        script.pop(0)[1]()
-        last = now
-        if not script:
-            print(f"phase {phase} done", flush=True)
-    if now - last >= 0.5:  # libiec61850 retransmissions: the application paces them
-        prot.publish(current)
-        last = now
+    for ied in ieds.values():
+        if now - ied[2] >= 0.5:
+            ied[0].publish(ied[1])
+            ied[2] = now
     d = hub.next_deadline()
     if d is not None and d <= time.monotonic_ns():
         send(hub.advance(time.monotonic_ns()))
@@ -243,75 +236,106 @@ while True:
             seen[(h.src.hex(), h.t.quality)] = seen.get((h.src.hex(), h.t.quality), 0) + 1
     if select.select([sys.stdin], [], [], 0.001)[0]:
         line = sys.stdin.readline()
-        if line.strip() == "go":
-            script, phase, t0 = second, 2, time.monotonic()
-        else:
-            break  # stdin closed: the test is done
-prot.close()
-print(repr(seen), flush=True)
+        if not line:
+            break
+        print(command(line.split()), flush=True)
+for ied in ieds.values():
+    ied[0].close()
 """
+
+
+class Substation:
+    """The peer above in the substation's namespace, one command at a time."""
+
+    def __init__(self, ns, iface: str) -> None:
+        self.proc = ns.popen(
+            [sys.executable, "-u", "-c", SUBSTATION, iface],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        assert self.proc.stdout.readline().strip() == "ready", self.proc.stderr.read()
+
+    def __call__(self, line: str, then_s: float = 0.3) -> str:
+        """Send a command, read its answer, give the controller `then_s` to act on it."""
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        answer = self.proc.stdout.readline().strip()
+        time.sleep(then_s)
+        return answer
+
+    def close(self) -> None:
+        self.proc.stdin.close()
+        self.proc.wait(timeout=30)
+
+
+class LiveController:
+    """`goosectl run`'s shell in the controller's namespace, in a thread, its control
+    socket served by its loop; the breaker simulator on a pty."""
+
+    def __init__(self, lab, sock: Path) -> None:
+        from controller.configfile import load_config
+        from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+        from controller.logic.core import BayController
+        from controller.runtime.control import ControlServer, controller_ops
+        from controller.runtime.demo_live import DeviceThread
+        from controller.runtime.live_bay import BayLive
+
+        self.sub, self.ctl = lab.namespace(), lab.namespace()
+        self.veth = lab.veth(self.sub, self.ctl, a="net0", b="net0")
+        self.device = DeviceThread(spring_ms=300)
+        self.device.start()
+        self.effects: list = []
+        self.bay = BayController(load_config(DEFAULT_CONFIG, ControllerConfig), time.monotonic_ns())
+        with self.ctl.entered():
+            self.live = BayLive(self.bay, "net0", None, self.device.path, status_every=False)
+        self.live.on_effects = self.effects.extend
+        self.server = ControlServer(sock, controller_ops(self.bay, lambda r, n: {"ok": False}))
+        self.server.attach(self.live.live.add_reader, self.live.live.remove_reader)
+        self.loop = threading.Thread(target=self.live.run)
+        self.loop.start()
+
+    def close(self) -> None:
+        self.live.stop()
+        self.loop.join(timeout=30)
+        self.server.close()
+        self.device.stop()
+
+    def of(self, *types) -> list:
+        return [e for e in self.effects if type(e) in types]
 
 
 def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_path):
     require_root()
     require_iec61850()
-    from controller.configfile import load_config
-    from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
-    from controller.logic.core import BayController
     from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
-    from controller.runtime.control import ControlServer, controller_ops
-    from controller.runtime.demo_live import DeviceThread
     from controller.runtime.hostclock import host_time_quality
-    from controller.runtime.live_bay import BayLive
 
-    cfg = load_config(DEFAULT_CONFIG, ControllerConfig)
     sock = tmp_path / "ctl.sock"
-    effects: list = []
-    device = DeviceThread(spring_ms=300)
     with netlab() as lab:
-        sub, ctl = lab.namespace(), lab.namespace()
-        v = lab.veth(sub, ctl, a="net0", b="net0")
-        ctl_mac = ctl.mac("net0").hex()
-        device.start()
+        ctl = LiveController(lab, sock)
         try:
-            bay = BayController(cfg, time.monotonic_ns())
-            with ctl.entered():
-                live = BayLive(bay, "net0", None, device.path, status_every=False)
-            live.on_effects = effects.extend
-            server = ControlServer(sock, controller_ops(bay, lambda r, n: {"ok": False}))
-            server.attach(live.live.add_reader, live.live.remove_reader)
-            loop = threading.Thread(target=live.run)
-            loop.start()
-            peer = sub.popen(
-                [sys.executable, "-u", "-c", SUBSTATION, v.a],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.PIPE,
-                text=True,
-            )
-            try:
-                assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
-                assert peer.stdout.readline().strip() == "phase 1 done"
-                time.sleep(0.2)  # the last frames of phase 1 are handled
-                mode = goosectl("mode", "test", "--control", str(sock))
-                peer.stdin.write("go\n")
-                peer.stdin.flush()
-                assert peer.stdout.readline().strip() == "phase 2 done"
-                time.sleep(0.3)  # the breaker opens (10 ms), its position is published
-                status = goosectl("status", "--json", "--control", str(sock))
-                peer.stdin.close()  # the peer stops and prints what it saw
-                peer.wait(timeout=30)
-                out, err = peer.stdout.read(), peer.stderr.read()
-            finally:
-                live.stop()
-                loop.join(timeout=30)
-                server.close()
+            ctl_mac = ctl.ctl.mac("net0").hex()
+            ied = Substation(ctl.sub, "net0")
+            ied("scada 1", 0.5)  # SCADA closes the breaker
+            ied("scada 0")
+            ied("trip 1 invalid")  # refused: the quality is invalid
+            ied("trip 0")
+            ied("trip 1 test")  # refused: the controller is not in test mode
+            ied("trip 0")
+            ied("sim 1")  # refused: the controller is not in simulation mode
+            mode = goosectl("mode", "test", "--control", str(sock))
+            ied("trip 1 test", 0.5)  # acts: the breaker opens
+            status = goosectl("status", "--json", "--control", str(sock))
+            seen = eval(ied("seen", 0))  # the peer's own repr of what it received
+            ied.close()
         finally:
-            device.stop()
-    trips = [e for e in effects if type(e) is DeviceCommand and e.command == "trip"]
-    assert len(trips) == 1, [e for e in effects if type(e) in (DeviceCommand, InputChanged)]
-    assert not [e for e in effects if type(e) is CommandWithheld]
-    reasons = [e.reason for e in effects if type(e) is InputChanged and not e.valid]
+            ctl.close()
+    trips = [e for e in ctl.of(DeviceCommand) if e.command == "trip"]
+    assert len(trips) == 1, ctl.of(DeviceCommand, InputChanged)
+    assert not ctl.of(CommandWithheld)
+    reasons = [e.reason for e in ctl.of(InputChanged) if not e.valid]
     assert [r for r in reasons if r.startswith("q ")] == ["q invalid", "q test"], reasons
     assert json.loads(mode.stdout) == {
         "ok": True,
@@ -321,12 +345,48 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
     }
     reply = json.loads(status.stdout)
     prot = next(x for x in reply["lgos"] if x["stream"] == "prot")
-    assert prot["St"] and prot["refused"] == {"simulation": 1}
+    assert prot["St"] and not prot["SimSt"] and prot["refused"]["simulation"] >= 1
     assert reply["mode"] == "test" and reply["breaker"] == "open"
     # the controller's frames: from its interface's MAC, `t` saying what the clock is worth
-    seen = eval(out.strip().splitlines()[-1])  # the peer's own repr
-    assert {src for src, _ in seen} == {ctl_mac}, (seen, err)
+    assert {src for src, _ in seen} == {ctl_mac}, seen
     assert {q for _, q in seen} == {host_time_quality()}
+
+
+def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(tmp_path):
+    require_root()
+    require_iec61850()
+    from controller.logic.effects import CommandWithheld, DeviceCommand
+    from protocols.goose import Dbpos
+
+    sock = tmp_path / "ctl.sock"
+    with netlab() as lab:
+        ctl = LiveController(lab, sock)
+        try:
+            ied = Substation(ctl.sub, "net0")
+            ied("scada 1", 0.5)  # SCADA closes the breaker
+            ied("scada 0")
+            goosectl("mode", "test-blocked", "--simulation", "on", "--control", str(sock))
+            ied("sim 1", 0.5)  # the test set's trip: the subscription switches, the logic trips
+            during = json.loads(goosectl("status", "--json", "--control", str(sock)).stdout)
+            position = Dbpos(ctl.bay.link.view["position"])
+            ied("trip 1")  # the real stream: refused while the simulated one acts
+            goosectl("mode", "off", "--control", str(sock))
+            ied("count", 1.5)  # from here: what does the controller send while off?
+            off = ied("count", 0)
+            goosectl("mode", "on", "--simulation", "off", "--control", str(sock))
+            ied("count", 1.5)
+            back = ied("count", 0)
+            ied.close()
+        finally:
+            ctl.close()
+    assert [e.command for e in ctl.of(DeviceCommand)] == ["close"]  # the TRIP never went out
+    withheld = [(w.command, w.reason, w.mode) for w in ctl.of(CommandWithheld)]
+    assert withheld[0] == ("trip", "protection", "test-blocked")
+    assert position is Dbpos.ON  # the breaker never moved
+    prot = next(x for x in during["lgos"] if x["stream"] == "prot")
+    assert prot["St"] and prot["SimSt"] and during["mode"] == "test-blocked"
+    assert off == "count 0", off
+    assert back != "count 0", back
 
 
 def goosectl(*args: str) -> subprocess.CompletedProcess:
