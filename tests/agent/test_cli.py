@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from tests.support.lines import Lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -49,10 +50,12 @@ def test_agent_commands_against_the_demo(tmp_path):
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
-        while not sock.exists():
-            assert time.monotonic() < deadline and demo.poll() is None, demo.stderr.read()
-            time.sleep(0.05)
+        # Ready once it says it serves: the socket file appears at bind(), before listen().
+        Lines(demo.stderr).wait_for(
+            lambda line: f"serving `goosectl agent --control {sock}`" in line,
+            "the demo to serve its control socket",
+            timeout=120,
+        )
         listed = json.loads(agent(sock, "list").stdout)
         assert listed["sessions"][0]["procedure"] == "isolate"  # the demo's own session
         assert set(listed["procedures"]) >= {"isolate", "close"}

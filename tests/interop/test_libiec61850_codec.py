@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import selectors
-import subprocess
 from collections.abc import Iterator
 from typing import Any
 
@@ -42,6 +40,7 @@ from protocols.goose.frame import GooseFrame, decode_frame, encode_frame
 from protocols.goose.header import Vlan
 from protocols.goose.utctime import UtcTime
 from tests.ethernet.frames import read_until
+from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.peers import capture_files, require_iec61850, require_root
 
 pytestmark = pytest.mark.peer
@@ -229,32 +228,6 @@ def test_libiec61850_publishes_mms_string_that_it_cannot_decode_but_we_can(link)
 # -- we encode, libiec61850 receives -------------------------------------------------------
 
 
-PRIMER = "PRIMER/LLN0$GO$prime"
-
-
-def _start_receiver(ns: Namespace, sock: RawSocket, count: int) -> subprocess.Popen:
-    """Start libiec61850's receiver and send primer frames until it has seen one.
-
-    Observed: frames in the first ~10-20 ms after its receiver starts are lost, so the
-    test does not start the real sequence before the receiver proves it is listening.
-    """
-    proc = ns.python_module(
-        "controller.runtime.iec61850_peer", "receive", "--iface", "peer0",
-        "--count", str(count), "--timeout", "20", "--prime-gocb-ref", PRIMER, "--json",
-    )  # fmt: skip
-    line = proc.stdout.readline()
-    assert json.loads(line or "{}").get("ready"), proc.stderr.read() if proc.poll() else line
-    primer = encode_frame(GooseFrame(gocb_ref=PRIMER, dat_set="P/LLN0$ds", dst=DST))
-    with selectors.DefaultSelector() as sel:
-        sel.register(proc.stdout, selectors.EVENT_READ)
-        for _ in range(2000):
-            sock.send(primer)
-            if sel.select(0.005):
-                assert json.loads(proc.stdout.readline()).get("primed")
-                return proc
-    raise AssertionError("libiec61850 receiver never saw a primer frame")
-
-
 @pytest.mark.root
 @pytest.mark.parametrize("vlan", [Vlan(10, 4), None], ids=["tagged", "untagged"])
 def test_frames_we_encode_are_received_by_libiec61850(link, vlan: Vlan | None) -> None:
@@ -273,7 +246,7 @@ def test_frames_we_encode_are_received_by_libiec61850(link, vlan: Vlan | None) -
     with ours.entered():
         sock = RawSocket("us0")
     with sock:
-        receiver = _start_receiver(theirs, sock, len(plan))
+        receiver = start_primed_receiver(theirs, sock, "peer0", len(plan), dst=DST)
         for st, sq, tal, sim, nds, values in plan:
             frame = dataclasses.replace(
                 base, st_num=st, sq_num=sq, time_allowed_to_live=tal, simulation=sim,
