@@ -66,6 +66,11 @@ USER_ERRNOS = frozenset(
         errno.EADDRINUSE,
         errno.EADDRNOTAVAIL,
         errno.ECONNREFUSED,
+        errno.ECONNRESET,
+        errno.ECONNABORTED,
+        errno.ETIMEDOUT,
+        errno.EHOSTUNREACH,
+        errno.ENETUNREACH,
         errno.ENETDOWN,
         errno.EIO,
     }
@@ -130,10 +135,11 @@ def main(argv: list[str] | None = None) -> int:
         return _say(str(exc), exc.code)
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    except BrokenPipeError:
+    except BrokenPipeError as exc:
         if _stdio_gone():
             return _quiet_pipe()
-        return _internal(sys.exc_info())
+        # a socket or a pipe of ours whose other end went away: the environment, not a bug
+        return _say(f"{_os_message(exc)} (the other end went away)", EXIT_USAGE)
     except Exception as exc:
         try:
             message = user_message(exc, args)

@@ -270,6 +270,21 @@ def test_a_state_folder_that_is_a_symlink_is_not_written_through(
     assert list(elsewhere.iterdir()) == []
 
 
+def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_silence(world, capsys, monkeypatch):
+    """A socket whose peer went away (a controller that died mid-request) is reported;
+    only stdout's or stderr's reader leaving ends a run quietly."""
+    import errno
+
+    from controller.commands import status
+
+    def peer_gone(args):
+        raise BrokenPipeError(errno.EPIPE, "Broken pipe")
+
+    monkeypatch.setattr(status, "run", peer_gone)
+    assert cli.main(["status"]) == 2
+    assert capsys.readouterr().err == "goosectl: Broken pipe (the other end went away)\n"
+
+
 # ------------------------------------------------------------------ separate processes
 
 
