@@ -41,7 +41,7 @@ from protocols.goose import Boolean, BitString, GooseFrame, UtcTime, encode_fram
 iface = sys.argv[1]
 common = dict(appid=0x1001, dst=bytes.fromhex("010ccd010001"), use_vlan=False,
               gocb_ref="PROT1LD0/LLN0$GO$trip", dataset="PROT1LD0/LLN0$dstrip", go_id="trip",
-              tal_ms=2000)
+              tal_ms=3000)
 GOOD = {"type": "bit-string", "bits": "0000000000000"}
 
 def vals(v, extra=False):
@@ -76,7 +76,7 @@ def ours(st, sq, src, s_bit):
     sock.send(encode_frame(GooseFrame(
         gocb_ref=common["gocb_ref"], dat_set=common["dataset"], go_id="trip",
         all_data=(Boolean(True), BitString.from_bits("0000000000000")),
-        time_allowed_to_live=2000, t=UtcTime(1_800_000_000 + st, 0, 0x0A), st_num=st,
+        time_allowed_to_live=3000, t=UtcTime(1_800_000_000 + st, 0, 0x0A), st_num=st,
         sq_num=sq, dst=common["dst"], src=src, appid=0x1001,
         reserved1=0x8000 if s_bit else 0)))
     time.sleep(0.05)
@@ -88,10 +88,11 @@ real.close()
 """
 
 
-def listen(ns, iface: str, cfg: Path, seconds: float) -> subprocess.Popen:
+def listen(ns, iface: str, cfg: Path) -> subprocess.Popen:
+    """`goosectl listen --json` once its sockets are open; SIGTERM stops it."""
     proc = ns.popen(
         [sys.executable, "-u", "-m", "controller", "listen", "--iface", iface, "--config",
-         str(cfg), "--json", "--duration", str(seconds)],
+         str(cfg), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -113,8 +114,10 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
     with netlab() as lab:
         pub, sub = lab.namespace(), lab.namespace()
         v = lab.veth(pub, sub)
-        proc = listen(sub, v.b, cfg, seconds=4.0)
+        proc = listen(sub, v.b, cfg)
         pub.python(PEER, v.a)
+        time.sleep(3.5)  # the publisher stopped: its TAL (3 s) expires
+        proc.terminate()
         out, err = proc.communicate(timeout=60)
         assert proc.returncode == 0, err
         mac = ":".join(f"{b:02x}" for b in pub.mac(v.a))
@@ -148,7 +151,7 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
         (True, "none"),
         (False, "shape"),
         (True, "none"),
-        (False, "lost"),  # the publisher stopped: 2 s (its TAL) later
+        (False, "lost"),  # the publisher stopped: 3 s (its TAL) later
     ]
     last = [x for x in lines if x.get("event") == "lgos"][-1]
     assert last["src"] == mac and last["ConfRevNum"] == 1 and last["LastStNum"] == 7
@@ -303,7 +306,26 @@ class LiveController:
         self.device.stop()
 
     def of(self, *types) -> list:
-        return [e for e in self.effects if type(e) in types]
+        return [e for e in list(self.effects) if type(e) in types]
+
+    def wait(self, what: str, cond, timeout: float = 10.0) -> None:
+        """Until `cond()` holds (the controller's loop runs in its own thread)."""
+        end = time.monotonic() + timeout
+        while not cond():
+            if time.monotonic() > end:
+                raise AssertionError(f"the controller did not {what} within {timeout} s")
+            time.sleep(0.01)
+
+    def closed(self) -> None:
+        self.wait("close the breaker", lambda: self.bay.bay.state == "closed")
+
+    def refused_input(self, reason: str) -> None:
+        from controller.logic.effects import InputChanged
+
+        self.wait(
+            f"refuse an input ({reason})",
+            lambda: any(not e.valid and e.reason == reason for e in self.of(InputChanged)),
+        )
 
 
 def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_path):
@@ -318,15 +340,19 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
         try:
             ctl_mac = ctl.ctl.mac("net0").hex()
             ied = Substation(ctl.sub, "net0")
-            ied("scada 1", 0.5)  # SCADA closes the breaker
+            ied("scada 1")  # SCADA closes the breaker
+            ctl.closed()
             ied("scada 0")
             ied("trip 1 invalid")  # refused: the quality is invalid
+            ctl.refused_input("q invalid")
             ied("trip 0")
             ied("trip 1 test")  # refused: the controller is not in test mode
+            ctl.refused_input("q test")
             ied("trip 0")
             ied("sim 1")  # refused: the controller is not in simulation mode
             mode = goosectl("mode", "test", "--control", str(sock))
-            ied("trip 1 test", 0.5)  # acts: the breaker opens
+            ied("trip 1 test")  # acts: the breaker opens
+            ctl.wait("open the breaker", lambda: ctl.bay.bay.state == "open")
             status = goosectl("status", "--json", "--control", str(sock))
             seen = eval(ied("seen", 0))  # the peer's own repr of what it received
             ied.close()
@@ -363,10 +389,12 @@ def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(t
         ctl = LiveController(lab, sock)
         try:
             ied = Substation(ctl.sub, "net0")
-            ied("scada 1", 0.5)  # SCADA closes the breaker
+            ied("scada 1")  # SCADA closes the breaker
+            ctl.closed()
             ied("scada 0")
             goosectl("mode", "test-blocked", "--simulation", "on", "--control", str(sock))
-            ied("sim 1", 0.5)  # the test set's trip: the subscription switches, the logic trips
+            ied("sim 1")  # the test set's trip: the subscription switches, the logic trips
+            ctl.wait("withhold the TRIP", lambda: ctl.of(CommandWithheld))
             during = json.loads(goosectl("status", "--json", "--control", str(sock)).stdout)
             position = Dbpos(ctl.bay.link.view["position"])
             ied("trip 1")  # the real stream: refused while the simulated one acts
