@@ -164,8 +164,11 @@ class Veth:
     ns_b: Namespace | None
 
     def wait_up(self, timeout: float = 5.0) -> None:
-        """Wait until both ends report carrier: a frame sent on a veth whose peer is not
-        operationally up yet is dropped silently, which made tests flaky under load."""
+        """Wait until both ends are operationally up: a frame sent on a veth before then is
+        dropped silently, which made tests flaky under load. Carrier (LOWER_UP) is not
+        enough: the kernel sets it at once, but attaches the real queueing discipline only
+        when its link-watch work runs (rate-limited, up to a second later), and until then
+        the device's noop qdisc drops every frame; operstate UP comes with that work."""
         deadline = time.monotonic() + timeout
         ends = ((self.a, self.ns_a), (self.b, self.ns_b))
         while True:
@@ -173,7 +176,7 @@ class Veth:
             for name, ns in ends:
                 argv = ["-o", "link", "show", name]
                 out = (ns.ip(*argv) if ns is not None else ip(*argv)).stdout
-                states.append("state UP" in out or "LOWER_UP" in out.split(">")[0])
+                states.append("state UP" in out)
             if all(states):
                 return
             if time.monotonic() > deadline:
