@@ -51,7 +51,13 @@ def accept(ctx, ev):
     now = ev.time_ns
     tal_ns = hdr.time_allowed_to_live * NS_PER_MS
     cls = v.cls
-    refused = refusal(v.flags, ctx["simulated"], *frame.gate)
+    gate = frame.gate  # (simulation mode, switched to the simulated stream)
+    # a flagless real frame of an unswitched subscription passes without looking further
+    refused = (
+        refusal(v.flags, ctx["simulated"], gate[0], gate[1])
+        if v.flags or gate[1] or ctx["simulated"]
+        else None
+    )
     frame.refused = refused
     deliver = v.deliver and refused is None
     values = frame.values if deliver else None
@@ -80,19 +86,19 @@ def accept(ctx, ev):
     )
     # the values act again once a frame passed the rules and delivered a state
     ok = refused is None and (deliver or ctx["gate_ok"])
-    gate: dict = {}
+    seen: dict = {}
     if ok != ctx["gate_ok"] or (refused is not None and refused != ctx["gate_err"]):
-        gate = {"gate_ok": ok, "gate_err": refused}
+        seen = {"gate_ok": ok, "gate_err": refused}
     if hdr.conf_rev != ctx["rx_conf_rev"]:
-        gate["rx_conf_rev"] = hdr.conf_rev
+        seen["rx_conf_rev"] = hdr.conf_rev
     if hdr.nds_com != ctx["nds_com"]:
-        gate["nds_com"] = hdr.nds_com
+        seen["nds_com"] = hdr.nds_com
     if cls == "out_of_order":
         # Follow the publisher's sqNum from here: a device that restarts its sqNum without
         # a new stNum (the GE F650 in iti_GOOSE.pcap) is reported once, not for ever.
-        return [{"sq": hdr.sq_num, **gate}, report]
+        return [{"sq": hdr.sq_num, **seen}, report]
     if cls not in REARMS_TAL:
-        return [gate, report] if gate else report
+        return [seen, report] if seen else report
     if v.advances:
         shape = ctx["shape"] or v.shape  # the first delivered state's shape is the stream's
         update = {
@@ -108,8 +114,8 @@ def accept(ctx, ev):
         }
     else:
         update = {"sq": hdr.sq_num, "rx_ns": now, "tal_ns": tal_ns}
-    if gate:
-        update.update(gate)
+    if seen:
+        update.update(seen)
     return [update, report, StartTimer("tal", tal_ns, "tal_expired")]
 
 

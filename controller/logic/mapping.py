@@ -109,11 +109,12 @@ class Rule:
         """(True, value) if the member may act, else (False, why not)."""
         try:
             if self.q_index is not None:
-                why = quality_refusal(
-                    _member(values, self.q_index, self.q_path),
-                    self.accept_questionable,
-                    test_mode,
+                q = (
+                    values[self.q_index]
+                    if not self.q_path
+                    else _member(values, self.q_index, self.q_path)
                 )
+                why = quality_refusal(q, self.accept_questionable, test_mode)
                 if why is not None:
                     return False, why
             return True, member_value(values, self.index, self.path)
