@@ -1,0 +1,41 @@
+"""Issue 12, row 7: a second `goosectl run` on what the first one owns (its state folder,
+its control socket, its serial device) exits 2 naming the first one's pid, and the first
+one goes on untouched: same socket, same journal, same device."""
+
+from __future__ import annotations
+
+
+def refused(controllers, name: str, line: str, **kw) -> None:
+    second = controllers(name=name, expect_running=False, **kw)
+    assert second.proc.wait(60) == 2, name
+    second.err.wait_for(lambda x: x == line, f"{name}: {line}")
+
+
+def still_owns_it_all(first) -> None:
+    assert first.sock.exists() and first.alive()
+    done = first.request({"op": "run", "procedure": "hello", "params": {"n": 2}})
+    assert done["ok"] and done["session"] == "s2"  # its journal was not written by another
+    for sid in ("s1", "s2"):
+        history = first.request({"op": "history", "session": sid})["history"]
+        assert history[0]["event"] == "request" and history[-1]["target"] == "completed"
+    assert first.stop()["journal"]["bay"]["errors"] == 0
+
+
+def test_row7_a_second_run_on_the_same_state_or_socket_exits_2_naming_the_first(controllers):
+    first = controllers(name="first")
+    assert first.request({"op": "run", "procedure": "hello", "params": {"n": 1}})["ok"]
+    refused(
+        controllers,
+        "same-state",
+        f"goosectl: state folder {first.state}: in use by pid {first.pid} "
+        f"({first.state / 'lock'} is locked)",
+        state=first.state,
+    )
+    refused(
+        controllers,
+        "same-socket",
+        f"goosectl: control socket {first.sock}: in use by pid {first.pid} "
+        f"({first.sock}.lock is locked)",
+        control=first.sock,
+    )
+    still_owns_it_all(first)
