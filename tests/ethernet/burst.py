@@ -19,7 +19,6 @@ import json
 import os
 import subprocess
 import sys
-import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from typing import Any
 from controller.runtime.netns import Namespace
 from protocols.ethernet.pcap import read_capture
 from protocols.ethernet.rawsock import RawSocket
+from tests.support.lines import Lines
 from tests.support.peers import CAPTURES
 
 #: The ABB capture (PROVENANCE.md): 451 GOOSE frames of three publishers, VLAN 0 PCP 4.
@@ -135,51 +135,6 @@ class MmsgSender:
                 before_chunk(start, count, sent // self.n)
             sent += self.send_range(start, count)
         return sent, time.perf_counter() - t0
-
-
-class Lines:
-    """Every line of a child's stdout, collected by a thread as it is written, so a test
-    can wait for one (with a deadline that only bounds a failing test).
-
-    tests/support/lines.py does the same for other suites; it was not committed when this
-    was written, and this module must not depend on an uncommitted file."""
-
-    def __init__(self, stream: Any) -> None:
-        self.lines: list[str] = []
-        self._cond = threading.Condition()
-        self._eof = False
-        self._thread = threading.Thread(target=self._pump, args=(stream,), daemon=True)
-        self._thread.start()
-
-    def _pump(self, stream: Any) -> None:
-        for line in stream:
-            with self._cond:
-                self.lines.append(line.rstrip("\n"))
-                self._cond.notify_all()
-        with self._cond:
-            self._eof = True
-            self._cond.notify_all()
-
-    def wait_for_json(self, match: Any, what: str, timeout: float = 60.0) -> dict[str, Any]:
-        """The first JSON line for which ``match`` is true; fails if the pipe ends first."""
-        deadline = time.monotonic() + timeout
-        seen = 0
-        with self._cond:
-            while True:
-                for line in self.lines[seen:]:
-                    if line.startswith("{") and match(obj := json.loads(line)):
-                        return obj
-                seen = len(self.lines)
-                left = deadline - time.monotonic()
-                if self._eof or left <= 0:
-                    raise AssertionError(f"waiting for {what}: none; got {self.lines[-20:]!r}")
-                self._cond.wait(left)
-
-    def all(self, timeout: float = 60.0) -> list[str]:
-        """Every line, once the child closed the pipe."""
-        self._thread.join(timeout)
-        assert not self._thread.is_alive(), "the child's stdout stayed open"
-        return list(self.lines)
 
 
 def rss_kib(pid: int) -> int:
