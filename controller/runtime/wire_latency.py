@@ -95,6 +95,9 @@ class WireTrip:
                 IFACE,
                 "--port",
                 path,
+                # its own control socket: never the default one a real controller may hold
+                "--control",
+                str(self.tmp / "control.sock"),
                 "--quiet",
                 *(["--spin"] if self.spin else []),
             ],
