@@ -163,7 +163,11 @@ MISTAKES = [
         ],
         NO_IFACE,
     ),
-    Mistake("run --iface", ["run", "--iface", "nosuch0", "--port", "/dev/null"], NO_IFACE),
+    Mistake(
+        "run --iface",
+        ["run", "--iface", "nosuch0", "--port", "/dev/null", "--control", "ctl.sock"],
+        NO_IFACE,
+    ),
     # -- a bad config key
     Mistake(
         "replay --config bad key",
