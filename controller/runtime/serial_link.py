@@ -105,7 +105,7 @@ class SerialLink:
                 exclusive=self.exclusive,
             )
         except PortError as exc:
-            self.open_errors.append(str(exc))
+            self.open_errors.append(exc.strerror or str(exc))
             del self.open_errors[:-10]
             self.core.reopen_wanted = False
             self.core.closed(now, f"port_unavailable: {exc}")

@@ -113,9 +113,9 @@ def open_serial(
             raise PortError(
                 errno.EBUSY, f"serial port {url!r} is in use by process {holder}"
             ) from exc
-        raise PortError(
-            getattr(exc, "errno", None) or 0, f"cannot open serial port {url!r}: {exc}"
-        ) from exc
+        code = getattr(exc, "errno", None) or 0
+        reason = os.strerror(code) if code else str(exc)
+        raise PortError(code, f"cannot open serial port {url!r}: {reason}") from exc
     if exclusive and device:
         # a lock only other lockers see; TIOCEXCL also refuses plain opens (not root's)
         with contextlib.suppress(OSError, AttributeError):
