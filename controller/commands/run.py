@@ -72,6 +72,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         "frames: lower latency for a controller that owns a CPU core",
     )
     p.add_argument(
+        "--realtime",
+        action="store_true",
+        help="SCHED_FIFO, memory locked, the garbage collector only when idle "
+        "(needs root or CAP_SYS_NICE and CAP_IPC_LOCK; see the README's host tuning)",
+    )
+    p.add_argument(
+        "--rt-priority",
+        type=int,
+        default=50,
+        metavar="N",
+        help="with --realtime: the SCHED_FIFO priority (1-99, default 50)",
+    )
+    p.add_argument("--cpu", type=int, metavar="N", help="run on this CPU only (affinity)")
+    p.add_argument(
         "--no-network",
         action="store_true",
         help="no GOOSE: the device and the agent only (no root needed)",
@@ -198,8 +212,27 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
     live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
+    if args.realtime or args.cpu is not None:
+        from controller.runtime.realtime import Realtime, RealtimeError, apply
+
+        try:
+            rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
+            applied = apply(rt)
+        except RealtimeError as exc:
+            live.live.close()
+            abandon()
+            raise CommandError(f"--realtime: {exc}") from exc
+        live.live.idle_gc = args.realtime
+        realtime_note = ", ".join(applied)
+    else:
+        realtime_note = None
     live.live.on_round.append(journals.watch(live.status))
     control.handler = controller_ops(bay, agent.handle)
+    why = live.open_port()
+    if why is not None:
+        live.live.close()
+        abandon()
+        raise CommandError(f"device port {port}: {why}")
     control.log.stream = stderr
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
@@ -229,6 +262,7 @@ def run(args: argparse.Namespace) -> int:
         live.run(until)
     finally:
         control.close()
+                "realtime": realtime_note,
         journals.close()
         stderr.close()
         for lock in held:

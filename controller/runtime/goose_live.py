@@ -43,6 +43,11 @@ from protocols.goose import Vlan
 SPIN_NS = 1_200_000
 #: How often a link marked down is checked for carrier again.
 LINK_POLL_NS = 200_000_000
+# --realtime: the collector runs only in idle rounds, at most this often, and only when no
+# timer is due within IDLE_GC_MIN_NS; every IDLE_GC_FULL-th idle collection is a full one
+IDLE_GC_EVERY_NS = 100_000_000
+IDLE_GC_MIN_NS = 2_000_000
+IDLE_GC_FULL = 100
 
 FrameSink = Callable[[int, int, bytes, Vlan | None, list[Any]], None]
 EffectSink = Callable[[list[Any]], None]
@@ -181,6 +186,9 @@ class LiveGoose:
         self.stopped = False
         #: poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)
         self.spin = False
+        #: collect garbage only in idle rounds (`run --realtime`)
+        self.idle_gc = False
+        self._gc_rounds = 0
         self.last_latency_ns: int | None = None
         #: every frame's handling time (ns), the last 100,000 (status view, reports)
         self.latencies: deque[int] = deque(maxlen=100_000)
@@ -313,6 +321,10 @@ class LiveGoose:
         # collect and freeze first: the first state's burst must not wait for a collection
         gc.collect()
         gc.freeze()
+        gc_was_on = gc.isenabled()
+        if self.idle_gc:  # --realtime: no collection ever starts on the frame path
+            gc.disable()
+        next_gc = 0
         if start:
             out = hub.start(clock(), time.time_ns())
             out += self.execute(out, clock())
@@ -341,7 +353,16 @@ class LiveGoose:
             timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
             if self._held and timeout > TX_RETRY_S:
                 timeout = TX_RETRY_S
-            for key, _ in self.sel.select(timeout):
+            ready = self.sel.select(timeout)
+            if self.idle_gc and not ready:
+                t = clock()
+                if t >= next_gc and (deadline is None or deadline - t > IDLE_GC_MIN_NS):
+                    # idle, and no timer due soon: a young collection (tens of us) now
+                    # and then, a full one every IDLE_GC_FULL young ones
+                    self._gc_rounds += 1
+                    gc.collect(2 if self._gc_rounds % IDLE_GC_FULL == 0 else 0)
+                    next_gc = t + IDLE_GC_EVERY_NS
+            for key, _ in ready:
                 side = key.data
                 if side is None:
                     self.extra[key.fd]()
@@ -414,6 +435,8 @@ class LiveGoose:
         if drops and on_effects:
             on_effects(drops)
         gc.unfreeze()
+        if gc_was_on:
+            gc.enable()
 
     def _failed(self, exc: Exception, number: int) -> list[Any]:
         """A frame the machines could not handle (a table or config defect, not a bad

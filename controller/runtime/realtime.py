@@ -1,0 +1,87 @@
+"""`goosectl run --realtime`: ask the kernel to treat the controller as a real-time task.
+
+A trip frame handled in ~100 us can still wait milliseconds for a CPU when other processes
+compete for it (the wire benchmark with a CPU hog on every core). What keeps it on time is
+the kernel's, not ours to simulate: SCHED_FIFO (it preempts every normal task the moment a
+frame arrives), `mlockall` (no page fault on the frame path), CPU affinity (a core of its
+own, with `isolcpus` and IRQ affinity on a tuned host), and a garbage collector that never
+starts on the frame path (frozen after start-up, collected by the loop only when idle).
+
+Each step is asked of the kernel and its refusal is an error that names what is missing
+(CAP_SYS_NICE for SCHED_FIFO, CAP_IPC_LOCK or RLIMIT_MEMLOCK for mlockall, a CPU outside
+the allowed set), never a silent best effort.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import errno
+import os
+from dataclasses import dataclass
+
+MCL_CURRENT = 1
+MCL_FUTURE = 2
+
+
+class RealtimeError(Exception):
+    """The kernel refused a real-time setting; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class Realtime:
+    """What `--realtime` applies: FIFO priority (1-99), optional CPU, memory locking."""
+
+    priority: int = 50
+    cpu: int | None = None
+    lock_memory: bool = True
+    fifo: bool = True
+
+    def __post_init__(self) -> None:
+        lo, hi = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
+        if not lo <= self.priority <= hi:
+            raise RealtimeError(f"--rt-priority {self.priority}: SCHED_FIFO takes {lo}..{hi}")
+
+
+def apply(rt: Realtime) -> list[str]:
+    """Apply `rt` to this process; returns what was done (for the start-up line)."""
+    done: list[str] = []
+    if rt.cpu is not None:
+        allowed = os.sched_getaffinity(0)
+        if rt.cpu not in allowed:
+            raise RealtimeError(
+                f"--cpu {rt.cpu}: not among the CPUs this process may use {sorted(allowed)}"
+            )
+        os.sched_setaffinity(0, {rt.cpu})
+        done.append(f"cpu {rt.cpu}")
+    if rt.lock_memory:
+        _mlockall()
+        done.append("memory locked")
+    if not rt.fifo:
+        return done
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(rt.priority))
+    except PermissionError as exc:
+        raise RealtimeError(
+            "SCHED_FIFO refused: needs root or CAP_SYS_NICE "
+            "(or an RLIMIT_RTPRIO of at least the priority)"
+        ) from exc
+    done.append(f"SCHED_FIFO {rt.priority}")
+    return done
+
+
+def _mlockall() -> None:
+    libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+    if libc.mlockall(MCL_CURRENT | MCL_FUTURE) != 0:
+        err = ctypes.get_errno()
+        why = {
+            errno.EPERM: "needs root or CAP_IPC_LOCK",
+            errno.ENOMEM: "RLIMIT_MEMLOCK is too small (ulimit -l)",
+        }.get(err, os.strerror(err))
+        raise RealtimeError(f"mlockall refused: {why}")
+
+
+def policy_of(pid: int = 0) -> str:
+    """The scheduling policy of a process, by name (for status lines and tests)."""
+    names = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr"}
+    return names.get(os.sched_getscheduler(pid), str(os.sched_getscheduler(pid)))
