@@ -254,6 +254,7 @@ def run(args: argparse.Namespace) -> int:
                 "simulation": bay.simulation,
                 "sessions_restored": restored,
                 "rx": live.live.rx_modes,
+                "realtime": realtime_note,
             }
         ),
         flush=True,
@@ -262,7 +263,6 @@ def run(args: argparse.Namespace) -> int:
         live.run(until)
     finally:
         control.close()
-                "realtime": realtime_note,
         journals.close()
         stderr.close()
         for lock in held:
