@@ -164,7 +164,7 @@ def never_reads(path: str, end: float) -> None:
             count("slow_client_sent_all")
         except OSError:
             count("slow_client_dropped_while_sending")
-        time.sleep(min(3.0, max(0.0, end - time.monotonic())))
+        time.sleep(min(7.0, max(0.0, end - time.monotonic())))  # past write_timeout_s (5)
         s.close()
 
 
@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(3)
     ]
     workers += [
+        threading.Thread(target=never_reads, args=(path, end)),
         threading.Thread(target=never_reads, args=(path, end)),
         threading.Thread(target=crowds, args=(path, end)),
         threading.Thread(target=floods, args=(path, end, args.seed)),

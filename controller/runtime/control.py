@@ -184,11 +184,17 @@ class ControlServer:
     # -- events ---------------------------------------------------------------------------
 
     def _on_ready(self) -> None:
+        """One round: connections, reads and writes, then requests, within
+        `round_budget_ms` (at least one of each that waits); what is left stays ready
+        (level-triggered) for the next round, after the network has had its turn."""
         t = time.monotonic_ns()
+        end = t + int(self.cfg.round_budget_ms * 1_000_000)
         listen = self.sock.fileno()
         for fd, ev in self.ep.poll(0):
+            if time.monotonic_ns() >= end:
+                break
             if fd == listen:
-                self._accept(t)
+                self._accept(t, end)
             elif fd == self.wake:
                 with contextlib.suppress(BlockingIOError):
                     os.eventfd_read(self.wake)
@@ -200,14 +206,16 @@ class ControlServer:
                     self._flush(c, t)
                 if ev & (select.EPOLLIN | select.EPOLLHUP | select.EPOLLERR) and fd in self.clients:
                     self._read(c, t, hangup=bool(ev & (select.EPOLLHUP | select.EPOLLERR)))
-        self._serve(t)
+        self._serve(t, end)
         self.tick(t)
 
     def _limit(self, name: str, detail: str) -> None:
         self.log.crossed(name, detail, time.monotonic_ns())
 
-    def _accept(self, t: int) -> None:
+    def _accept(self, t: int, end: int) -> None:
         for _ in range(64):  # then back to the loop; the backlog waits for the next round
+            if time.monotonic_ns() >= end:
+                return
             try:
                 conn, _ = self.sock.accept()
             except BlockingIOError:
@@ -338,11 +346,10 @@ class ControlServer:
             self.ready.append(c)
             os.eventfd_write(self.wake, 1)
 
-    def _serve(self, t: int) -> None:
-        """At most `requests_per_round` requests, and no new one after `round_budget_ms`
-        (one at least), round-robin over the clients; the rest wait for the next round."""
+    def _serve(self, t: int, end: int) -> None:
+        """At most `requests_per_round` requests, and no new one after `end` (one at
+        least), round-robin over the clients; the rest wait for the next round."""
         cfg = self.cfg
-        end = t + int(cfg.round_budget_ms * 1_000_000)
         served = 0
         while self.ready and served < cfg.requests_per_round:
             c = self.ready.popleft()
