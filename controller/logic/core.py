@@ -383,10 +383,11 @@ class BayController:
                 old = m.ctx["value"]
                 if old == value:
                     return
-                # a valid input's new value: stored by its machine, the edge taken here
-                self.runner.feed(m.id, "valid", now_ns, value)
+                # a valid input's new value: the edge taken here and acted on first (a TRIP
+                # is what the breaker waits for), then the value stored by its machine
                 for ev, payload in self.inputs.edge_events(rule, old, value):
                     self._bay(ev, now_ns, payload)
+                self.runner.feed(m.id, "valid", now_ns, value)
                 return
             self.runner.feed(m.id, "valid", now_ns, value)
         else:
