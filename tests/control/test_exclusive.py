@@ -6,6 +6,7 @@ from __future__ import annotations
 
 
 def refused(controllers, name: str, line: str, **kw) -> None:
+    """A second controller (`kw`: what it shares with the first) exits 2 saying `line`."""
     second = controllers(name=name, expect_running=False, **kw)
     assert second.proc.wait(60) == 2, name
     second.err.wait_for(lambda x: x == line, f"{name}: {line}")
@@ -37,5 +38,20 @@ def test_row7_a_second_run_on_the_same_state_or_socket_exits_2_naming_the_first(
         f"goosectl: control socket {first.sock}: in use by pid {first.pid} "
         f"({first.sock}.lock is locked)",
         control=first.sock,
+    )
+    still_owns_it_all(first)
+
+
+def test_row7_a_second_run_on_the_same_serial_device_exits_2_naming_the_first(controllers, sim):
+    first = controllers(name="first")
+    assert first.request({"op": "run", "procedure": "hello", "params": {"n": 1}})["ok"]
+    second = controllers(name="same-device", expect_running=False)  # own state and socket
+    assert second.proc.wait(60) == 2
+    second.err.wait_for(
+        lambda x: (
+            x.startswith(f"goosectl: device port {sim.port}: ")
+            and x.endswith(f"in use by process {first.pid}")
+        ),
+        "the device refusal naming the first controller",
     )
     still_owns_it_all(first)
