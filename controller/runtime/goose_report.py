@@ -193,7 +193,9 @@ class Reporter:
             self.out.write(
                 f"    LGOS St={lg['St']} SimSt={lg['SimSt']} LastStNum={lg['LastStNum']} "
                 f"ConfRevNum={lg['ConfRevNum']} RxConfRevNum={lg['RxConfRevNum']} "
-                f"NdsCom={lg['NdsCom']} ErrSt={lg['ErrSt']} src={lg['src']}\n"
+                f"NdsCom={lg['NdsCom']} ErrSt={lg['ErrSt']} src={lg['src']}"
+                + "".join(f" refused.{k}={n}" for k, n in lg["refused"].items())
+                + "\n"
             )
         jumps = f" time_jumps={self.time_jumps}" if self.time_jumps else ""
         self.out.write(
