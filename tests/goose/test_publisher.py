@@ -118,3 +118,44 @@ def test_config_errors_are_clear(tmp_path):
     msg = str(exc.value)
     assert f"{p}:4: publishers.0.appid" in msg
     assert f"{p}:5: publishers.0.dst" in msg
+
+
+def test_source_mac_the_interfaces_unless_configured_never_zeros():
+    from controller.goose.publisher import REPLAY_SRC
+
+    hub = publisher()
+    assert {decode_frame(f.data).src for f in frames(hub.start(0, UTC0))} == {REPLAY_SRC}
+    hub = publisher()
+    hub.set_source_mac(bytes.fromhex("02aabbccddee"))  # what the live shell reads
+    assert decode_frame(frames(hub.start(0, UTC0))[0].data).src == bytes.fromhex("02aabbccddee")
+    hub = publisher(src="02:00:00:00:00:07")
+    hub.set_source_mac(bytes.fromhex("02aabbccddee"))  # a configured src wins
+    assert decode_frame(frames(hub.start(0, UTC0))[0].data).src == bytes.fromhex("020000000007")
+
+
+def test_time_quality_is_what_the_shell_says_the_clock_is_worth():
+    from controller.goose.publisher import VIRTUAL_TIME_QUALITY
+
+    hub = publisher()
+    first = decode_frame(frames(hub.start(0, UTC0))[0].data)
+    assert first.t.quality == VIRTUAL_TIME_QUALITY == 0x3F  # not synchronised, unspecified
+    hub.set_time_quality(0x89)  # synchronised, 9 bits
+    out = frames(hub.publish(GOCB, bools(True, False), 5 * MS, UTC0 + 5 * MS))
+    assert decode_frame(out[0].data).t.quality == 0x89
+
+
+def test_a_muted_publisher_sends_nothing_and_keeps_counting():
+    hub = publisher(min_time_ms=4, max_time_ms=100)
+    hub.start(0, UTC0)
+    assert frames(hub.mute(True, 1 * MS)) == []
+    sent = []
+    for t in range(2, 300):
+        sent += frames(hub.advance(t * MS))
+    sent += frames(hub.publish(GOCB, bools(True, True), 300 * MS, UTC0))
+    assert sent == []  # neither retransmissions nor a new state
+    hub.mute(False, 301 * MS)
+    nxt = []
+    while not nxt:
+        nxt = frames(hub.advance(hub.next_deadline()))
+    fr = decode_frame(nxt[0].data)
+    assert fr.st_num == 2 and fr.sq_num > 0  # the state published while muted, repeated
