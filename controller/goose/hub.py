@@ -67,6 +67,11 @@ class GooseHub:
             elif t not in TIMER_EFFECTS:
                 out.append(e)
 
+    @property
+    def started(self) -> bool:
+        """The publishers run (`start` was called)."""
+        return self._started
+
     def drain(self) -> list[Any]:
         out, self.out = self.out, []
         return out

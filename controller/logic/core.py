@@ -173,8 +173,9 @@ class BayController:
         test_changed = (before in TEST_STATES) != (after in TEST_STATES)
         if test_changed:
             self._reread_inputs(now_ns)
-        if after != "off":
+        if after != "off" and self.hub.started:
             # back from off: every data set afresh; test-ness changed: those with a quality
+            # (before `start` there is nothing to republish: start publishes as the mode says)
             topics = [
                 t
                 for t, pubs in self.pubs_by_topic.items()

@@ -110,3 +110,17 @@ def test_replay_json_shows_lgos_changes(tmp_path):
     refused = [x for x in lines if x.get("refused")]
     assert refused and {x["refused"] for x in refused} == {"simulation"}
     assert all(x["simulated"] for x in refused)
+
+
+def test_replay_device_sim_in_each_mode(tmp_path):
+    """The mode set on the command line, before the controller starts: test acts on the
+    test-flagged trip, test-blocked withholds every command, off also publishes nothing."""
+    goosectl("demo", "--in-memory", "--out", str(tmp_path / "d"))
+    cap = str(tmp_path / "d" / "scenario.pcap")
+    test = goosectl("replay", cap, "--device", "sim", "--mode", "test").stdout
+    assert "4.500 s  device   TRIP sent (protection)" in test  # the Tr.q test trip acts
+    blocked = goosectl("replay", cap, "--device", "sim", "--mode", "test-blocked").stdout
+    assert "CLOSE sent" not in blocked and "TRIP sent" not in blocked
+    assert "0.500 s  device   CLOSE withheld (request): mode test-blocked" in blocked
+    off = goosectl("replay", cap, "--device", "sim", "--mode", "off").stdout
+    assert "CLOSE sent" not in off and off.rstrip().endswith("frames in 411, out 0")
