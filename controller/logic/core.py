@@ -195,6 +195,17 @@ class BayController:
         self._settle(effects, now_ns)
         return True
 
+    def withholds(self, command: str, reason: str, now_ns: int) -> bool:
+        """True if the mode (test-blocked, off) keeps `command` from the device; the
+        withheld command is journaled and reported. For commands from outside the bay
+        logic (the agent's device tool); the logic's own go through `_handle`."""
+        if self.mode.state not in WITHHOLDING:
+            return False
+        self._now = now_ns
+        self.runner.feed(MODE, "withhold", now_ns, DeviceCommand(command, reason))
+        self._settle(self.hub.drain(), now_ns)
+        return True
+
     def _reread_inputs(self, now_ns: int) -> None:
         """Read every input again from the state its stream acts on now."""
         test = self.mode.state in TEST_STATES

@@ -109,6 +109,10 @@ class ToolRunner:
 
     def _command(self, e: RunTool, args: dict[str, Any], now_ns: int) -> None:
         command = args.pop("command")
+        if self.bay.withholds(command, f"{e.session} {e.step}", now_ns):
+            # the controller's mode (test-blocked, off) keeps every command from the device
+            self._failed(e, now_ns, f"{command} withheld: mode {self.bay.mode_name}")
+            return
         if e.reconcile and self._in_effect(command, args):
             # the command we had sent before the restart did run: settle it, send nothing
             self.log.append(f"{e.session}: reconciled {command} seq {e.seq}: already done")

@@ -205,3 +205,33 @@ def test_a_controller_configured_in_test_mode_starts_in_it():
     # the position it publishes (once the device reported it) carries the test bit
     pos = b.published("$pos")[-1]
     assert pos.st_num > 1 and Quality.from_bitstring(pos.all_data[1]).test
+
+
+def test_an_agent_device_command_is_withheld_too(tmp_path):
+    """test-blocked and off keep every command from the device, the agent's included."""
+    from controller.agent.planner import FolderPlanner
+    from controller.agent.service import AgentService
+    from controller.logic.effects import CommandWithheld
+    from controller.runtime.agent_host import AgentBay
+    from controller.runtime.loop import VirtualWire
+    from firmware_sim.core import Firmware
+
+    (tmp_path / "poke.yaml").write_text(
+        "name: poke\nstart: trip\nsteps:\n"
+        "  trip: {tool: device, args: {command: trip}, timeout_ms: 200}\n"
+    )
+    bay = BayController(config(), 0)
+    host = AgentBay(bay, AgentService(FolderPlanner(tmp_path)))
+    fw = Firmware(now_ns=0)
+    wire = VirtualWire(host, fw)
+    bay.start(0)
+    host.opened(0)
+    wire.run_until(100 * 1_000_000)
+    bay.set_mode("test-blocked", wire.now_ns)
+    assert host.handle({"op": "run", "procedure": "poke", "params": {}}, wire.now_ns)["ok"]
+    wire.run_until(wire.now_ns + 500 * 1_000_000)
+    st = host.service.status("s1")
+    assert st["outcome"] == "failed" and "trip withheld: mode test-blocked" in str(st)
+    withheld = [r for r in bay.take_reports() if type(r) is CommandWithheld]
+    assert [(w.command, w.mode) for w in withheld] == [("trip", "test-blocked")]
+    assert fw.stats.operations.get("open", 0) == 0
