@@ -191,8 +191,16 @@ class BayLive:
         if self.on_effects:
             self.on_effects(effects)
 
+    def open_port(self) -> str | None:
+        """Open the device port now; None, or why it cannot be opened (a controller that
+        starts without its device says so and stops, rather than run with link=down)."""
+        if self.serial.open(time.monotonic_ns()):
+            return None
+        return self.serial.open_errors[-1] if self.serial.open_errors else "cannot open it"
+
     def run(self, until_ns: int | None = None) -> None:
-        self.serial.open(time.monotonic_ns())
+        if self.serial.port is None:
+            self.serial.open(time.monotonic_ns())
         try:
             self.live.run(
                 on_frame=lambda n, ts, b, v, out: self._sink(out),
