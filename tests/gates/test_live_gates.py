@@ -396,6 +396,7 @@ def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(t
             ied("sim 1")  # the test set's trip: the subscription switches, the logic trips
             ctl.wait("withhold the TRIP", lambda: ctl.of(CommandWithheld))
             during = json.loads(goosectl("status", "--json", "--control", str(sock)).stdout)
+            line = ctl.live.status.line()  # what `goosectl run` prints every second
             position = Dbpos(ctl.bay.link.view["position"])
             ied("trip 1")  # the real stream: refused while the simulated one acts
             goosectl("mode", "off", "--control", str(sock))
@@ -413,6 +414,7 @@ def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(t
     assert position is Dbpos.ON  # the breaker never moved
     prot = next(x for x in during["lgos"] if x["stream"] == "prot")
     assert prot["St"] and prot["SimSt"] and during["mode"] == "test-blocked"
+    assert line.startswith("mode=test-blocked,simulation ") and "prot:ok:sim" in line, line
     assert off == "count 0", off
     assert back != "count 0", back
 
