@@ -516,6 +516,10 @@ def fresh_event(ctx, ev) -> bool:
     return not isinstance(msg, m.PowerUp) and (last is None or seq_newer(last, msg.seq))
 
 
+# position changes the controller's own commands explain; the rest can be chatter
+COMMANDED = frozenset(cause.name.lower() for cause, _end in OPERATIONS.values())
+
+
 def _burst(times: tuple, now: int, window_ms: float) -> tuple:
     """The instants within the last `window_ms` before `now`, and now."""
     window = int(window_ms * MS)
@@ -528,16 +532,18 @@ def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, up
     snapshot of any ACK), and an operation whose end position is reached is complete. So
     the bay, its published XCBR Pos and the agent never disagree about the breaker.
 
-    A position that changes more than `chatter_max` times within `chatter_window_ms` is
-    chatter (a bouncing contact, a failing board): one alarm, the view follows the device
+    A position that changes more than `chatter_max` times within `chatter_window_ms`, for
+    no command of ours, is chatter (a bouncing contact, a failing board): one alarm, the view follows the device
     but the logic hears nothing more until the position has been still for a window, then
     the settled position once (chatter_settled) - so a bad contact cannot flood the
     station bus with XCBR Pos publications."""
     if int(position) == ctx["position"]:
         return
     updates["position"] = int(position)
-    moves = _burst(ctx["moves"], now, ctx["chatter_window_ms"])
-    updates["moves"] = moves[-(ctx["chatter_max"] + 1) :]
+    moves = ctx["moves"]
+    if cause not in COMMANDED and not ops:  # an operation of ours moves it: not chatter
+        moves = _burst(moves, now, ctx["chatter_window_ms"])
+        updates["moves"] = moves[-(ctx["chatter_max"] + 1) :]
     if ctx["chatter"] or len(moves) > ctx["chatter_max"]:
         if not ctx["chatter"]:
             updates["chatter"] = True

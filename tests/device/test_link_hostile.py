@@ -380,3 +380,22 @@ def test_a_device_in_a_reboot_loop_is_an_alarm():
         events += link.take_events()
     assert len([e for e in events if e.kind == "device_reset"]) == 6
     assert [a[0] for a in _alarms(events, "device_reboot_loop")] == [True]
+
+
+def test_operations_we_command_are_never_chatter():
+    """A breaker cycled by our own commands as fast as the mechanism allows moves often,
+    but every move is explained: no alarm, every change reported."""
+    fw = Firmware(now_ns=0, config={"breaker": {"anti_pump": 0}, "spring": {"spring_charge_ms": 0}})
+    link = LinkCore(LinkConfig(chatter_max=3, chatter_window_ms=10_000), 0)
+    now = _up(link, fw)
+    events = []
+    for i in range(8):
+        link.send_command("close" if i % 2 == 0 else "trip", now)
+        for _ in range(15):
+            now += 10 * MS
+            fw.advance(now)
+            link.advance(now)
+            _pump(link, fw, now)
+        events += link.take_events()
+    assert not _alarms(events, "position_chatter")
+    assert len([e for e in events if e.kind == "position_changed"]) == 16  # 8 x (mid, end)
