@@ -533,8 +533,9 @@ def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, up
     the bay, its published XCBR Pos and the agent never disagree about the breaker.
 
     A position that changes more than `chatter_max` times within `chatter_window_ms`, for
-    no command of ours, is chatter (a bouncing contact, a failing board): one alarm, the view follows the device
-    but the logic hears nothing more until the position has been still for a window, then
+    no command of ours, is chatter (a bouncing contact, a failing board): one alarm, the
+    view follows the device but the logic hears nothing more until the position has been
+    still for a window, then
     the settled position once (chatter_settled) - so a bad contact cannot flood the
     station bus with XCBR Pos publications."""
     if int(position) == ctx["position"]:
