@@ -143,9 +143,15 @@ def run_live_demo(args: argparse.Namespace) -> int:
                 timeline.add(time.monotonic_ns(), e) for e in effects
             ]
             ied = sub.python_module("controller.runtime.demo_live", "peer", "--iface", IFACE)
-            device.inject_at(time.monotonic() + STUCK_AT, "stuck", True)
+            # the script's times count from the peer's start, and an interpreter can take a
+            # second to start: the device's fault is timed from the peer's "ready", not ours
+            ready = ied.stdout.readline()
+            if ready.strip() != "ready":
+                raise RuntimeError(f"the protection IED did not start: {ready}{ied.stderr.read()}")
+            started = time.monotonic()
+            device.inject_at(started + STUCK_AT, "stuck", True)
             print("running the script for 6 s ...", flush=True)
-            live.run(until_ns=t0 + 6_500_000_000)
+            live.run(until_ns=int((started + 6.5) * 1e9))
             ied.wait(timeout=10)
             journal.close()
         finally:
