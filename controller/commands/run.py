@@ -237,6 +237,13 @@ def run(args: argparse.Namespace) -> int:
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )
+    # kernel drops (receive ring full): a `limit:rx_ring.<side>` row in the journal, its
+    # alarm in the status line, beside the drops= count
+    live.status.on_drops = lambda e: control.log.crossed(
+        f"rx_ring.{e.side}",
+        f"the kernel dropped {e.new} frame(s) on {e.iface}, {e.drops} since start",
+        time.monotonic_ns(),
+    )
     control.attach(live.live.add_reader, live.live.remove_reader)
     live.live.on_round.append(control.tick)
     signal.signal(signal.SIGINT, lambda *_: live.stop())

@@ -6,9 +6,13 @@ network side is what is tested)."""
 from __future__ import annotations
 
 import io
+import json
+import subprocess
+import sys
 import time
 
 import pytest
+import yaml
 
 from controller.configfile import load_config
 from controller.engine.journal import Journal
@@ -69,3 +73,46 @@ def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
     assert (rx["received"], rx["drops"], rx["unread"]) == (4_510, 0, 0)
     assert live.live.frames == 4_510 and "drops=0 " in live.status.line()
     journal.close()
+
+
+def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
+    """The command end to end: `goosectl run` with a tiny ring, a burst, then SIGTERM. Its
+    stop report has the counters, its status line the drops and the alarm, its journal a
+    `limit:rx_ring.A` row saying what was dropped."""
+    raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    raw["goose"]["rx_ring"] = {"frames": 20, "block_kib": 4}
+    cfg = tmp_path / "bay.yaml"
+    cfg.write_text(yaml.safe_dump(raw))
+    state = tmp_path / "state"
+    proc = wire.right.popen(
+        [sys.executable, "-u", "-m", "controller", "run", "--config", str(cfg),
+         "--iface", wire.veth.b, "--port", "loop://", "--state", str(state),
+         "--control", str(tmp_path / "ctl.sock")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        running = json.loads(proc.stdout.readline())
+        assert running["event"] == "running", proc.stderr.read()
+        assert running["rx"] == {"A": "tpacket_v2"}
+        burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(2_000)]
+        MmsgSender(wire.open("a", timestamps=False), burst).send_all()
+        # the status line (every second, on stderr) shows the drops and the alarm
+        deadline = time.monotonic() + 30
+        status = ""
+        while "limit:rx_ring.A" not in status:
+            assert time.monotonic() < deadline, status
+            status = proc.stderr.readline()
+        assert "drops=" in status and " drops=0 " not in status
+    finally:
+        proc.terminate()
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0, err
+    stopped = json.loads(out.splitlines()[-1])
+    rx = stopped["rx"]
+    assert rx["drops"] > 0 and rx["received"] + rx["drops"] + rx["unread"] == 2_000
+    assert stopped["counters"]["rx.drops"] == rx["drops"]
+    journal = Journal(state / "bay.sqlite", durability="group")
+    rows = list(journal.rows("limit:rx_ring.A"))
+    journal.close()
+    assert rows and rows[0]["event"] == "crossed"
+    assert "the kernel dropped" in rows[0]["effects"] and wire.veth.b in rows[0]["effects"]
