@@ -54,6 +54,12 @@ class Runner:
         self.last_input = cp["input"]
         return machine, cp["input"]
 
+    def forget(self, machine_id: str) -> None:
+        """Drop a machine and its timers (a bounded table evicting an idle member); its
+        journal rows stay, it simply receives nothing more."""
+        self.machines.pop(machine_id, None)
+        self.timers.cancel_machine(machine_id)
+
     def advance(self, now_ns: int) -> list[tuple[Machine, Step]]:
         """Fire every timer due at or before `now_ns`, each at its own deadline."""
         fired = []

@@ -192,6 +192,12 @@ class GooseConfig(_Cfg):
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
+    max_streams: int = Field(
+        default=10_000,
+        ge=1,
+        description="observer mode (no subscriptions): streams supervised at most; beyond, "
+        "the one idle longest is forgotten (counted: evicted)",
+    )
 
     @model_validator(mode="after")
     def _unique(self) -> GooseConfig:

@@ -38,7 +38,12 @@ class GooseHub:
         self.runner = runner or Runner(journal)
         self.runner.on_effects = self._collect
         self.out: list[Any] = []
-        self.bank = SubscriberBank(self.runner, config.subscriptions, simulation=simulation)
+        self.bank = SubscriberBank(
+            self.runner,
+            config.subscriptions,
+            simulation=simulation,
+            max_streams=config.max_streams,
+        )
         self.publishers: dict[str, Publisher] = {}
         self.by_gocb: dict[str, Publisher] = {}
         self._pub_table = load_table()

@@ -109,6 +109,7 @@ class SubscriberBank:
         subscriptions: list[SubscriptionCfg] | None = None,
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
+        max_streams: int = 10_000,
     ) -> None:
         self.runner = runner
         self.tables = tables or load_tables()
@@ -123,6 +124,13 @@ class SubscriberBank:
         self.unmatched = 0
         self.malformed = 0
         self.last_error: str | None = None
+        #: observer mode keeps at most max_streams streams: `seen` orders them by their
+        #: last frame, and a new one evicts the stream idle longest (a flood of one-frame
+        #: streams cannot grow memory without bound, nor push out the live ones)
+        self.max_streams = max_streams
+        self.seen: OrderedDict[str, tuple] = OrderedDict()
+        self.fast_keys: dict[str, bytes] = {}  # stream id -> its key in `fast`
+        self.evicted = 0
 
     # -- frames -------------------------------------------------------------------------
 
@@ -176,8 +184,12 @@ class SubscriberBank:
                 return stream, full, "foreign_source"
             if key is not None:
                 stream.memory = Memory(buf, full)
-                self.fast[key] = stream.parent or stream
+                root = stream.parent or stream
+                self.fast[key] = root
+                self.fast_keys[root.id] = key
             hdr = Facts(full)
+        if self.observer:
+            self.seen.move_to_end((stream.parent or stream).id)
         if stream.vlan_sides and vlan is not None:
             side = stream.vlan_sides.get(vlan.id, side)
         lgos = stream.lgos
@@ -226,6 +238,8 @@ class SubscriberBank:
             return None
         if sub is not None and not _filters_match(sub, hdr):
             return None
+        if sub is None and len(self.streams) >= self.max_streams:
+            self._evict_idlest()
         label = sub.label if sub is not None else hdr.gocb_ref
         sid = f"{label}@{hdr.appid:04x}/{format_mac(hdr.dst)}"
         stream = Stream(sid, label, hdr.gocb_ref, hdr.appid, sub)
@@ -256,7 +270,24 @@ class SubscriberBank:
                 self.runner.start(m, now_ns)
         self.streams[key] = stream
         self.by_id[sid] = stream
+        if self.observer:
+            self.seen[sid] = key
         return stream
+
+    def _evict_idlest(self) -> None:
+        sid, key = self.seen.popitem(last=False)
+        stream = self.streams.pop(key)
+        fkey = self.fast_keys.pop(sid, None)
+        if fkey is not None and self.fast.get(fkey) is stream:
+            del self.fast[fkey]
+        self.evicted += 1
+        for s in (stream, stream.sim):
+            if s is None:
+                continue
+            self.by_id.pop(s.id, None)
+            for mid in (s.id, *s.side_ids.values()):
+                self.runner.forget(mid)
+        self.runner.forget(stream.lgos.id)
 
     def _open_sim(self, parent: Stream, now_ns: int) -> Stream:
         """The machine of a subscription's simulated stream, at its first simulated frame.
@@ -411,6 +442,7 @@ class SubscriberBank:
             },
             "unmatched": self.unmatched,
             "malformed": self.malformed,
+            "evicted": self.evicted,
         }
 
 
