@@ -105,7 +105,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--control",
         type=Path,
-        help="control socket for `goosectl agent` (default: $GOOSECTL_CONTROL or a per-user path)",
+        help="control socket for `goosectl agent`, `mode`, `status` "
+        "(default: $GOOSECTL_CONTROL or a per-user path)",
     )
     p.add_argument(
         "--mode",
@@ -211,7 +212,6 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
-    live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
     if args.realtime or args.cpu is not None:
         from controller.runtime.realtime import Realtime, RealtimeError, apply
 
@@ -226,13 +226,14 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = ", ".join(applied)
     else:
         realtime_note = None
+    live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
     live.live.on_round.append(journals.watch(live.status))
-    control.handler = controller_ops(bay, agent.handle)
     why = live.open_port()
     if why is not None:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
+    control.handler = controller_ops(bay, agent.handle)
     control.log.stream = stderr
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
