@@ -47,18 +47,23 @@ def _pump(link: LinkCore, fw: Firmware, now: int, rewrite=None) -> None:
             link.receive(back, now)
 
 
-def test_an_ack_naming_another_command_is_a_protocol_error_not_an_answer():
-    fw = Firmware(now_ns=0)
-    link = LinkCore(LinkConfig(max_retries=1), 0)
+def _up(link: LinkCore, fw: Firmware) -> int:
     link.opened(0)
     now = 0
-    for _ in range(10):
+    for _ in range(50):
         _pump(link, fw, now)
         now += 10 * MS
         link.advance(now)
         fw.advance(now)
     assert link.state == "up"
     link.take_events()
+    return now
+
+
+def test_an_ack_naming_another_command_is_a_protocol_error_not_an_answer():
+    fw = Firmware(now_ns=0)
+    link = LinkCore(LinkConfig(max_retries=1), 0)
+    now = _up(link, fw)
 
     def lie(msg):  # the device answers the TRIP's seq as if it had been a PING
         if isinstance(msg, m.Ack) and msg.command is m.MsgType.TRIP:
@@ -289,13 +294,7 @@ def test_a_stored_reply_older_than_the_events_never_moves_the_position_back():
     says so, and the breaker does not seem to move back."""
     fw = Firmware(now_ns=0, config={"breaker": {"anti_pump": 0}})
     link = LinkCore(LinkConfig(response_timeout_ms=1000), 0)
-    link.opened(0)
-    now = 0
-    for _ in range(50):
-        _pump(link, fw, now)
-        now += 10 * MS
-        link.advance(now)
-        fw.advance(now)
+    now = _up(link, fw)
     seq = link.send_command("close", now)
     fw.receive(link.take_output(), now)
     fw.take_output()  # its ACK STARTED (position INTERMEDIATE) and first event are lost
@@ -317,19 +316,6 @@ def test_a_stored_reply_older_than_the_events_never_moves_the_position_back():
     assert [e.kind for e in events if e.seq == seq] == ["cmd_ok"], events
     assert not [e for e in events if e.kind == "position_changed"], events
     assert link.view["position"] == int(m.Dbpos.ON)
-
-
-def _up(link: LinkCore, fw: Firmware) -> int:
-    link.opened(0)
-    now = 0
-    for _ in range(50):
-        _pump(link, fw, now)
-        now += 10 * MS
-        link.advance(now)
-        fw.advance(now)
-    assert link.state == "up"
-    link.take_events()
-    return now
 
 
 def test_a_chattering_position_is_one_alarm_and_the_settled_position_not_a_flood():
