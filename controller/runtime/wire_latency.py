@@ -42,9 +42,15 @@ IFACE = "net0"
 
 class WireTrip:
     def __init__(
-        self, load_fps: int = 0, load_streams: int = 50, spring_ms: int = 20, spin: bool = False
+        self,
+        load_fps: int = 0,
+        load_streams: int = 50,
+        spring_ms: int = 20,
+        spin: bool = False,
+        realtime: bool = False,
     ) -> None:
         self.spin = spin
+        self.realtime = realtime
         self.lab = NetLab()
         self.procs: list[subprocess.Popen] = []
         try:
@@ -100,6 +106,7 @@ class WireTrip:
                 str(self.tmp / "control.sock"),
                 "--quiet",
                 *(["--spin"] if self.spin else []),
+                *(["--realtime"] if self.realtime else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
