@@ -74,4 +74,4 @@ def test_agent_commands_against_the_demo(tmp_path):
         assert refused.returncode == 1 and "no session 's9'" in refused.stdout
     finally:
         demo.terminate()
-        demo.wait(timeout=10)
+        demo.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits

@@ -147,7 +147,7 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
         assert kills == ["close_breaker", "open_breaker", "open_disconnector", "close_earth"]
     finally:
         ctl.send_signal(signal.SIGTERM)
-        ctl.wait(timeout=10)
+        ctl.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits
         sim.send_signal(signal.SIGTERM)
         _, err = sim.communicate(timeout=10)
     stats = err.strip().splitlines()[-1]

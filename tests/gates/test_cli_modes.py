@@ -74,7 +74,9 @@ def test_mode_and_status_against_a_serving_demo(tmp_path):
         assert bad.returncode == 2 and "invalid choice: 'sleepy'" in bad.stderr
     finally:
         demo.send_signal(signal.SIGINT)  # the demo stops serving and closes its journal
-        demo.wait(timeout=30)
+        # drain its pipes while it finishes: its report can fill a pipe nobody reads, and a
+        # process blocked writing never exits
+        demo.communicate(timeout=60)
     rows = sqlite3.connect(out / "journal.sqlite").execute(
         "SELECT event, source, target FROM journal WHERE machine = 'mode' ORDER BY seq"
     )
