@@ -173,6 +173,7 @@ def serve(
 ) -> None:
     """Answer the control socket while virtual time follows the wall clock."""
     import selectors
+    import signal
     import time
 
     from controller.runtime.control import ControlServer, controller_ops, default_path
@@ -191,14 +192,21 @@ def serve(
         )
     start_wall, start_virtual = time.monotonic_ns(), wire.now_ns
     end = None if not seconds else start_wall + int(seconds * 1e9)
+    # Ctrl-C and SIGTERM end the loop between two rounds: a KeyboardInterrupt raised in the
+    # middle of a machine's step (or of the journal's hand-off) could leave either half done
+    stop: list[int] = []
+    previous = {
+        sig: signal.signal(sig, lambda signum, _frame: stop.append(signum))
+        for sig in (signal.SIGINT, signal.SIGTERM)
+    }
     try:
-        while end is None or time.monotonic_ns() < end:
+        while not stop and (end is None or time.monotonic_ns() < end):
             for key, _ in sel.select(0.01):
                 key.data()
             wire.run_until(start_virtual + time.monotonic_ns() - start_wall)
-    except KeyboardInterrupt:
-        pass
     finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
         server.close()
         sel.close()
 
