@@ -14,6 +14,7 @@ sleeping, so the load is frames, not a stolen core.
 from __future__ import annotations
 
 import argparse
+import os
 import selectors
 import subprocess
 import sys
@@ -91,6 +92,11 @@ class WireTrip:
         path = sim.stdout.readline().strip()
         if not path:
             raise RuntimeError(f"the simulator did not start: {sim.stderr.read()}")
+        # `run --spin` busy-polls: it is meant for a controller that owns a core (README).
+        # Sharing one with the peer or the simulator, a woken peer waits for the spinner's
+        # time slice (ms): so the spinner gets the last CPU, everything else the others.
+        cpus = sorted(os.sched_getaffinity(0))
+        own = cpus[-1] if self.spin and len(cpus) > 1 else None
         run = ctl.popen(
             [
                 sys.executable,
@@ -107,12 +113,18 @@ class WireTrip:
                 "--quiet",
                 *(["--spin"] if self.spin else []),
                 *(["--realtime"] if self.realtime else []),
+                *(["--cpu", str(own)] if own is not None else []),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
         self.procs.append(run)
+        if own is not None:
+            rest = set(cpus) - {own}
+            self._affinity = os.sched_getaffinity(0)
+            os.sched_setaffinity(0, rest)  # the peer: this process
+            os.sched_setaffinity(sim.pid, rest)
         line = run.stdout.readline()
         if '"running"' not in line:
             raise RuntimeError(f"goosectl run did not start: {line} {run.stderr.read()}")
@@ -219,6 +231,8 @@ class WireTrip:
                 p.kill()
         if getattr(self, "sock", None) is not None:
             self.sock.close()
+        if getattr(self, "_affinity", None) is not None:
+            os.sched_setaffinity(0, self._affinity)
         self.lab.close()
 
 
