@@ -1,6 +1,6 @@
 """The real-world files in tests/data are the bytes their PROVENANCE.md describes.
 
-The suite reads these copies instead of a sibling `../shared` folder, so a plain clone
+The suite reads only these copies, which travel with the repository, so a plain clone
 runs it; this pins each copy to the size and sha256 its provenance table states, and
 checks that every file in the folder is listed (none unaccounted for, none missing).
 """
