@@ -195,7 +195,9 @@ class LiveGoose:
         #: called right after a frame is handled, before its frames are sent: the serial
         #: port's shell writes a TRIP here, ahead of the GOOSE frames the same frame caused
         self.on_output: list[Callable[[int], None]] = []
-        #: called after every input and timer round (the serial port's reads and timers)
+        #: called once a round, after its frames and timers (the serial port's reads and
+        #: timers, status, the control socket's deadlines): never per frame, so a batch's
+        #: second frame (a trip behind a retransmission) does not wait for a serial poll
         self.on_round: list[Callable[[int], None]] = []
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
@@ -390,8 +392,6 @@ class LiveGoose:
                     if out:
                         out += self.execute(out, t_in)
                     self.last_latency_ns = clock() - t_in
-                    for hook in self.on_round:
-                        hook(t_in)
                     self.latencies.append(self.last_latency_ns)
                     self.frames += 1
                     number += 1
