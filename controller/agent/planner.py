@@ -19,11 +19,15 @@ from pathlib import Path
 from typing import Protocol
 
 from controller.agent.procedure import Procedure, ProcedureError, load_procedure
+from controller.agent.tools import TOOLS, ToolSet
 from controller.engine.findings import Finding
 from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 
 
 class Planner(Protocol):
+    #: the tools its procedures are checked against (and a restore re-parses them with)
+    tools: ToolSet
+
     def plan(self, name: str) -> Procedure:
         """The procedure for `name` (LookupError if there is none)."""
         ...
@@ -34,9 +38,12 @@ class Planner(Protocol):
 
 
 class FolderPlanner:
-    def __init__(self, folder: str | Path, limits: LoaderLimits = DEFAULT_LIMITS) -> None:
+    def __init__(
+        self, folder: str | Path, limits: LoaderLimits = DEFAULT_LIMITS, tools: ToolSet = TOOLS
+    ) -> None:
         self.folder = Path(folder)
         self.limits = limits
+        self.tools = tools
         self._by_file: dict[Path, tuple[float, int, Procedure | None]] = {}
         #: file -> why its current content was rejected (every finding, one per line)
         self.errors: dict[str, str] = {}
@@ -72,7 +79,7 @@ class FolderPlanner:
 
     def _load(self, path: Path) -> Procedure:
         try:
-            return load_procedure(path, self.limits)
+            return load_procedure(path, self.limits, self.tools)
         except RecursionError:
             # the loader bounds nesting; this is the last line so one file can never
             # take the whole folder (and the agent) down with it

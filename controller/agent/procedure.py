@@ -1,10 +1,14 @@
 """A supervisory procedure: a workflow table in a file, validated on load.
 
-Steps are nodes; a step leaves by its plain edge (`next`), by a conditional route
-(`routes: {outcome: step}`, whose keys must equal the outcomes its tool declares), or by its
-`fallback` when it fails for good. The graph is compiled into an engine workflow table, so
-the engine's own validation applies: unknown steps, unreachable steps, and router outcomes
-that are not exactly the route map's keys are reported with the file, line and item.
+Steps are nodes, each a call of a declared tool (`controller/agent/tools.py`) whose
+arguments are checked against the tool's model on load: an unknown tool, a missing or
+misspelt argument, or a `{placeholder}` that names no parameter is a finding with the file,
+line, step and field, never a KeyError in a running session. A step leaves by its plain
+edge (`next`), by a conditional route (`routes: {outcome: step}`, whose keys must equal
+the outcomes its tool declares), or by its `fallback` when it fails for good. The graph is
+compiled into an engine workflow table, so the engine's own validation applies: unknown
+steps, unreachable steps, and router outcomes that are not exactly the route map's keys
+are reported with the file, line and item.
 
 Parameters are substituted into strings (`"bay{bay}"`) when a session is planned; the
 procedure's version is its declared `version` plus the hash of its text, recorded in the
@@ -14,12 +18,15 @@ journal with every session transition.
 from __future__ import annotations
 
 import hashlib
+import string
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from controller.agent.tools import TOOLS, ToolSet
 from controller.engine import Registry, Table, TableError
 from controller.engine.findings import Finding
 from controller.engine.layers import workflow_spec
@@ -32,18 +39,6 @@ from controller.engine.loader import (
 )
 from controller.engine.spec import MachineSpec
 
-#: Outcomes each tool can report (routes on a step must name exactly these).
-TOOL_OUTCOMES: dict[str, tuple[str, ...]] = {
-    "device": ("ok",),
-    "publish": ("ok",),
-    "wait_goose": ("ok",),
-    "wait_device": ("ok",),
-    "check": ("ok", "blocked"),
-    "note": ("ok",),
-    "delay": ("ok",),
-}
-Tool = Literal["device", "publish", "wait_goose", "wait_device", "check", "note", "delay"]
-
 
 class _Cfg(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -55,8 +50,10 @@ class RetryCfg(_Cfg):
 
 
 class StepSpec(_Cfg):
-    tool: Tool
-    args: dict[str, Any] = Field(default_factory=dict)
+    tool: str = Field(description="a declared tool (controller/agent/tools.py)")
+    args: dict[str, Any] = Field(
+        default_factory=dict, description="checked against the tool's argument model on load"
+    )
     confirm: bool = Field(default=False, description="dangerous: wait for the operator")
     timeout_ms: float = Field(default=2000, gt=0)
     retry: RetryCfg = Field(default_factory=RetryCfg)
@@ -156,6 +153,81 @@ def fill(value: Any, params: dict[str, Any]) -> Any:
     return value
 
 
+def placeholders(value: Any) -> Iterator[str]:
+    """The parameter names `fill` will look up in every string of `value` (ValueError for
+    a string that is not a format string, e.g. a lone `{`)."""
+    if isinstance(value, str):
+        for _, name, _, _ in string.Formatter().parse(value):
+            if name is not None:
+                yield name.split(".", 1)[0].split("[", 1)[0]
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from placeholders(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from placeholders(v)
+
+
+def step_findings(spec: ProcedureSpec, tools: ToolSet, source: str, line_of=None) -> list[Finding]:
+    """Every step against its tool: the tool is declared, its arguments fit the tool's
+    model, and each `{placeholder}` (in args and equipment) names a parameter."""
+    out: list[Finding] = []
+
+    def at(path: tuple, item: str, reason: str, code: str) -> None:
+        out.append(Finding(source, line_of(path) if line_of else None, item, reason, code))
+
+    known = ", ".join(sorted(tools))
+    for sid, s in spec.steps.items():
+        where = ("steps", sid)
+        if s.tool not in tools:
+            at(
+                (*where, "tool"),
+                f"steps.{sid}.tool",
+                f"unknown tool {s.tool!r}; known: {known}",
+                "unknown_tool",
+            )
+            continue
+        for loc, msg in tools.problems(s.tool, s.args):
+            path = (*where, "args", *loc)
+            at(
+                path,
+                ".".join(str(x) for x in ("steps", sid, "args", *loc)),
+                f"{msg} (tool {s.tool})",
+                "tool_args",
+            )
+        _check_placeholders(spec, s.args, (*where, "args"), at)
+    for i, e in enumerate(spec.equipment):
+        _check_placeholders(spec, e, ("equipment", i), at)
+    return out
+
+
+def _check_placeholders(spec: ProcedureSpec, value: Any, path: tuple, at) -> None:
+    if isinstance(value, dict):  # down to the field, so the finding names it
+        for k, v in value.items():
+            _check_placeholders(spec, v, (*path, k), at)
+        return
+    item = ".".join(str(x) for x in path)
+    try:
+        names = sorted(set(placeholders(value)))
+    except ValueError as exc:
+        at(
+            path,
+            item,
+            f"not a valid text template: {exc} (write a brace as {{{{ or }}}})",
+            "placeholder",
+        )
+        return
+    unknown = [n for n in names if n not in spec.params]
+    if unknown:
+        declared = ", ".join(spec.params) or "none"
+        at(
+            path,
+            item,
+            f"placeholder {{{unknown[0]}}} names no parameter (parameters: {declared})",
+            "placeholder",
+        )
+
+
 def _router_registry(spec: ProcedureSpec) -> Registry:
     reg = Registry(f"procedure:{spec.name}")
     for sid, step in spec.steps.items():
@@ -165,9 +237,11 @@ def _router_registry(spec: ProcedureSpec) -> Registry:
     return reg
 
 
-def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None) -> Procedure:
-    """The workflow table of a procedure, validated by the engine."""
-    findings: list[Finding] = []
+def compile_procedure(
+    spec: ProcedureSpec, text: str, source: str, line_of=None, tools: ToolSet = TOOLS
+) -> Procedure:
+    """The workflow table of a procedure, validated by the engine, its steps by their tools."""
+    findings: list[Finding] = step_findings(spec, tools, source, line_of)
     edges = {sid: s.next for sid, s in spec.steps.items() if s.next is not None}
     routes = {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None}
     for sid, s in spec.steps.items():
@@ -201,7 +275,12 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
         nodes,
         edges,
         routes,
-        {sid: TOOL_OUTCOMES[s.tool] for sid, s in spec.steps.items() if s.routes is not None},
+        {
+            # an unknown tool is already a finding: its routes are taken as they are
+            sid: tools[s.tool].outcomes if s.tool in tools else tuple(s.routes)
+            for sid, s in spec.steps.items()
+            if s.routes is not None
+        },
         final=finals,
         version=version,
     )
@@ -236,7 +315,9 @@ def compile_procedure(spec: ProcedureSpec, text: str, source: str, line_of=None)
     return Procedure(spec, table, version, text, source)
 
 
-def parse_procedure(text: str, source: str, limits: LoaderLimits = DEFAULT_LIMITS) -> Procedure:
+def parse_procedure(
+    text: str, source: str, limits: LoaderLimits = DEFAULT_LIMITS, tools: ToolSet = TOOLS
+) -> Procedure:
     try:
         data, line_of = parse_document(text, source, ".yaml", limits)
         spec = ProcedureSpec.model_validate(data)
@@ -244,13 +325,15 @@ def parse_procedure(text: str, source: str, limits: LoaderLimits = DEFAULT_LIMIT
         raise ProcedureError(exc.findings) from exc
     except ValidationError as exc:
         raise ProcedureError(validation_findings(exc, source, line_of)) from exc
-    return compile_procedure(spec, text, source, line_of)
+    return compile_procedure(spec, text, source, line_of, tools)
 
 
-def load_procedure(path: str | Path, limits: LoaderLimits = DEFAULT_LIMITS) -> Procedure:
+def load_procedure(
+    path: str | Path, limits: LoaderLimits = DEFAULT_LIMITS, tools: ToolSet = TOOLS
+) -> Procedure:
     p = Path(path)
     try:
         text = read_text(p, limits)
     except TableError as exc:
         raise ProcedureError(exc.findings) from exc
-    return parse_procedure(text, str(p), limits)
+    return parse_procedure(text, str(p), limits, tools)

@@ -437,7 +437,9 @@ class AgentService:
             req = loop.ctx["request"]
             if req is None:
                 continue
-            proc = parse_procedure(texts[req["version"]], f"<journal {req['version']}>")
+            proc = parse_procedure(
+                texts[req["version"]], f"<journal {req['version']}>", tools=self.planner.tools
+            )
             self.runner.resume_or_start(proc.table, f"{sid}/wf", now_ns)
             self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
             if loop.state not in FINAL:

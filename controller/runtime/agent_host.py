@@ -16,14 +16,18 @@ from controller.agent.effects import Respond, RunTool
 from controller.agent.service import AgentService
 from controller.engine.effects import Notify
 from controller.logic.core import BayController
-from controller.runtime.agent_tools import ToolRunner
+from controller.runtime.agent_tools import RUNS, Implementations, ToolRunner
 
 
 class AgentBay:
-    def __init__(self, bay: BayController, service: AgentService) -> None:
+    def __init__(
+        self, bay: BayController, service: AgentService, runs: Implementations = RUNS
+    ) -> None:
+        """`runs`: the code of every tool the service's planner declares (a test or a
+        site adds its own with `RUNS.merged(...)`)."""
         self.bay = bay
         self.service = service
-        self.tools = ToolRunner(service, bay)
+        self.tools = ToolRunner(service, bay, runs)
         self.now_ns = 0
         #: what the sessions did and told the operator (tools run, confirmations, answers)
         self.responses: list[Any] = []

@@ -12,10 +12,24 @@ sequence number, which the device answers from its store if it had run it.
 from __future__ import annotations
 
 from collections import deque
-from typing import Any
+from collections.abc import Callable
+from typing import Any, get_args
+
+from pydantic import ValidationError
 
 from controller.agent.effects import CancelTool, RunTool
 from controller.agent.service import AgentService
+from controller.agent.tools import (
+    Check,
+    Delay,
+    Device,
+    Note,
+    Publish,
+    ToolArgs,
+    ToolSet,
+    WaitDevice,
+    WaitGoose,
+)
 from controller.goose.effects import FrameClassified
 from controller.link.effects import LinkEvent
 from controller.link.registry import in_effect
@@ -26,14 +40,63 @@ from protocols.goose import Dbpos
 
 #: trip/close finish when the breaker reaches this position (the device reports it)
 END_POSITION = {"trip": "off", "close": "on"}
+#: runs one tool: (runner, the RunTool, its checked arguments, now)
+ToolFn = Callable[["ToolRunner", RunTool, Any, int], None]
 #: device alarms under which no switching procedure should start (SF6 lockout, no trip coil)
 NOT_READY_ALARMS = frozenset({"gas_pressure_low", "trip_circuit_fault"})
 
 
+class Implementations:
+    """Tool name -> the function that runs it, registered against the tool's argument
+    model (`controller/agent/tools.py`): `fn(runner, run_tool, args, now_ns)`, which
+    reports through `runner` (done, failed, or a wait that `pump` completes later)."""
+
+    def __init__(self, fns: dict[str, ToolFn] | None = None) -> None:
+        self.fns: dict[str, ToolFn] = dict(fns or {})
+
+    def runs(self, model: type[ToolArgs]) -> Callable[[ToolFn], ToolFn]:
+        if not model.tool_name:
+            raise ValueError(f"{model.__name__} is not a declared tool (@ToolSet.tool)")
+
+        def register(fn: ToolFn) -> ToolFn:
+            self.fns[model.tool_name] = fn
+            return fn
+
+        return register
+
+    def merged(self, *others: Implementations) -> Implementations:
+        out = Implementations(self.fns)
+        for other in others:
+            out.fns.update(other.fns)
+        return out
+
+    def __contains__(self, tool: object) -> bool:
+        return tool in self.fns
+
+    def __getitem__(self, tool: str) -> ToolFn:
+        return self.fns[tool]
+
+
+RUNS = Implementations()
+
+
 class ToolRunner:
-    def __init__(self, service: AgentService, bay: BayController) -> None:
+    def __init__(
+        self, service: AgentService, bay: BayController, runs: Implementations = RUNS
+    ) -> None:
+        """`runs` must implement every tool the service's procedures may name (its
+        planner's tool set): a declared tool without code is refused here, at start,
+        not when a session first reaches it."""
         self.service = service
         self.bay = bay
+        self.tools: ToolSet = service.planner.tools
+        missing = [t for t in self.tools if t not in runs]
+        if missing:
+            raise ValueError(
+                f"agent tools declared without an implementation: {', '.join(missing)} "
+                "(register one with @RUNS.runs(Model) in controller/runtime/agent_tools.py)"
+            )
+        self.runs = runs
         self.commands: dict[int, tuple[RunTool, str, dict[str, Any]]] = {}
         self.waits: dict[str, tuple[RunTool, Any]] = {}
         self.reports: deque[Any] = deque()
@@ -50,80 +113,58 @@ class ToolRunner:
             elif type(e) is CancelTool:
                 self._cancel(e)
 
-    def _done(self, e: RunTool, now_ns: int, outcome: str = "ok", detail: str = "") -> None:
+    # -- what a tool's implementation reports through -----------------------------------
+
+    def done(self, e: RunTool, now_ns: int, outcome: str = "ok", detail: str = "") -> None:
+        """The tool finished with `outcome` (one its declaration lists)."""
         self.service.tool_done(e.session, e.step, e.attempt, now_ns, outcome, detail)
 
-    def _failed(self, e: RunTool, now_ns: int, error: str) -> None:
+    def failed(self, e: RunTool, now_ns: int, error: str) -> None:
+        """The tool failed; the step's retry policy and fallback decide what follows."""
         self.service.tool_failed(e.session, e.step, e.attempt, error, now_ns)
 
-    def _position(self) -> str | None:
+    def position(self) -> str | None:
+        """The breaker position the device last reported (`on`, `off` ...), or None."""
         pos = self.bay.link.view.get("position")
         return None if pos is None else Dbpos(pos).name.lower()
 
     def _run(self, e: RunTool, now_ns: int) -> None:
-        tool, args = e.tool, dict(e.args or {})
-        if tool == "note":
-            self.log.append(f"{e.session}: {args.get('text', '')}")
-            self._done(e, now_ns, "ok", args.get("text", ""))
-        elif tool == "check":
-            self._done(e, now_ns, *self._check(args.get("condition", "")))
-        elif tool == "device":
-            self._command(e, args, now_ns)
-        elif tool == "wait_device":
-            target = str(args["position"])
-            if self._position() == target:
-                self._done(e, now_ns, "ok", f"position {target}")
-            else:
-                self.waits[e.session] = (e, ("position", target))
-        elif tool == "delay":
-            self.delays[e.session] = (e, now_ns + int(float(args.get("ms", 0)) * 1_000_000))
-        elif tool == "wait_goose":
-            self.waits[e.session] = (e, ("goose", args))
-        elif tool == "publish":
-            self.bay.publish(args["topic"], now_ns)
-            self._done(e, now_ns, "ok", f"published {args['topic']}")
-        else:
-            self._failed(e, now_ns, f"unknown tool {tool!r}")
-
-    def _check(self, condition: str) -> tuple[str, str]:
-        ctx = self.bay.bay.ctx
-        if condition == "close_permitted":
-            why = close_blockers(ctx)
-        elif condition == "device_ready":
-            why = []
-            if self.bay.link.state not in ("up", "degraded"):
-                why.append(f"device link {self.bay.link.state}")
-            why += [
-                f"device alarm {n}"
-                for n, on in sorted(ctx["device_alarms"].items())
-                if on and n in NOT_READY_ALARMS
-            ]
-        else:
-            return "blocked", f"unknown condition {condition!r}"
-        return ("blocked", "; ".join(why)) if why else ("ok", condition)
+        """Check the step's arguments against its tool's model (a restored session's may
+        come from an older procedure text) and hand them to the tool's implementation."""
+        if e.tool not in self.tools:
+            self.failed(e, now_ns, f"unknown tool {e.tool!r}")
+            return
+        try:
+            args = self.tools.parse(e.tool, e.args)
+        except ValidationError as exc:
+            why = "; ".join(f"{_loc(x['loc'])}{x['msg']}" for x in exc.errors())
+            self.failed(e, now_ns, f"bad arguments for {e.tool}: {why}")
+            return
+        self.runs[e.tool](self, e, args, now_ns)
 
     def _in_effect(self, command: str, args: dict[str, Any]) -> bool:
         """Does the device already show what `command` would do? (reconciliation, by the
         same rule the link uses after a device reset)"""
         return in_effect(command, args.items(), self.bay.link.view)
 
-    def _command(self, e: RunTool, args: dict[str, Any], now_ns: int) -> None:
-        command = args.pop("command")
+    def send(self, e: RunTool, command: str, args: dict[str, Any], now_ns: int) -> None:
+        """Send a device command at most once: checkpointed (`tool_started`) before its
+        bytes go out, reconciled from the device's status after a restart."""
         if self.bay.withholds(command, f"{e.session} {e.step}", now_ns):
             # the controller's mode (test-blocked, off) keeps every command from the device
-            self._failed(e, now_ns, f"{command} withheld: mode {self.bay.mode_name}")
+            self.failed(e, now_ns, f"{command} withheld: mode {self.bay.mode_name}")
             return
         if e.reconcile and self._in_effect(command, args):
             # the command we had sent before the restart did run: settle it, send nothing
             self.log.append(f"{e.session}: reconciled {command} seq {e.seq}: already done")
-            self._done(e, now_ns, "ok", "reconciled: already done")
+            self.done(e, now_ns, "ok", "reconciled: already done")
             return
         try:
             seq = self.bay.link.send_command(
                 command, now_ns, seq=e.seq if e.reconcile else None, **args
             )
         except ValueError as exc:
-            self._failed(e, now_ns, str(exc))
+            self.failed(e, now_ns, str(exc))
             return
         if e.reconcile:
             self.log.append(f"{e.session}: re-sent {command} under seq {seq}")
@@ -150,7 +191,7 @@ class ToolRunner:
         for sid, (e, t) in list(self.delays.items()):
             if t <= now_ns:
                 del self.delays[sid]
-                self._done(e, now_ns, "ok", "delay elapsed")
+                self.done(e, now_ns, "ok", "delay elapsed")
         while self.reports:
             r = self.reports.popleft()
             if type(r) is LinkEvent:
@@ -170,24 +211,24 @@ class ToolRunner:
             result = le.get("result")
             if end is None or result in ("no_change", "done"):
                 del self.commands[le.seq]
-                self._done(e, now_ns, "ok", f"{command} {result}")
+                self.done(e, now_ns, "ok", f"{command} {result}")
         elif le.kind == "operation_complete":
             del self.commands[le.seq]
-            self._done(e, now_ns, "ok", f"{command} complete")
+            self.done(e, now_ns, "ok", f"{command} complete")
         elif le.kind in ("cmd_failed", "operation_failed"):
             del self.commands[le.seq]
             if le.reason == "stale_sequence" and e.reconcile:
                 self._settle_stale(e, command, args, now_ns)
             else:
-                self._failed(e, now_ns, f"{command}: {le.reason}")
+                self.failed(e, now_ns, f"{command}: {le.reason}")
 
     def _settle_stale(self, e: RunTool, command: str, args: dict[str, Any], now_ns: int):
         """The device no longer remembers the re-sent number: it either ran it long ago or
         never got it. Its state decides: in effect -> done; moving -> wait for the end
         position; otherwise it never ran -> send it once more, under a new number."""
         if self._in_effect(command, args):
-            self._done(e, now_ns, "ok", "reconciled: already done")
-        elif self._position() == "intermediate" and command in END_POSITION:
+            self.done(e, now_ns, "ok", "reconciled: already done")
+        elif self.position() == "intermediate" and command in END_POSITION:
             self.waits[e.session] = (e, ("position", END_POSITION[command]))
         else:
             self.log.append(f"{e.session}: {command} seq {e.seq} never ran: sending it now")
@@ -202,13 +243,88 @@ class ToolRunner:
                 continue
             if kind == "position" and want == what[1]:
                 del self.waits[sid]
-                self._done(e, now_ns, "ok", f"position {want}")
+                self.done(e, now_ns, "ok", f"position {want}")
             elif kind == "goose":
                 report: FrameClassified = what[1]
                 names = self.bay.stream_names.get(report.stream, ())
-                if want.get("stream") not in names:
+                if want.stream not in names:
                     continue
-                value = member_value(report.values, int(want.get("member", 0)), [])
-                if value == want.get("value", True):
+                value = member_value(report.values, want.member, [])
+                if value == want.value:
                     del self.waits[sid]
-                    self._done(e, now_ns, "ok", f"{want['stream']} = {value}")
+                    self.done(e, now_ns, "ok", f"{want.stream} = {value}")
+
+
+def _loc(loc: tuple) -> str:
+    return f"{'.'.join(str(x) for x in loc)}: " if loc else ""
+
+
+# -------------------------------------------------------------------------------- the tools
+# one function per tool declared in controller/agent/tools.py, registered against its model
+
+
+@RUNS.runs(Note)
+def note(r: ToolRunner, e: RunTool, args: Note, now_ns: int) -> None:
+    r.log.append(f"{e.session}: {args.text}")
+    r.done(e, now_ns, "ok", args.text)
+
+
+def _close_permitted(r: ToolRunner) -> list[str]:
+    return close_blockers(r.bay.bay.ctx)
+
+
+def _device_ready(r: ToolRunner) -> list[str]:
+    why = []
+    if r.bay.link.state not in ("up", "degraded"):
+        why.append(f"device link {r.bay.link.state}")
+    why += [
+        f"device alarm {n}"
+        for n, on in sorted(r.bay.bay.ctx["device_alarms"].items())
+        if on and n in NOT_READY_ALARMS
+    ]
+    return why
+
+
+#: what `check` can ask: condition -> the reasons it is blocked now ([] = ok)
+CONDITIONS: dict[str, Callable[[ToolRunner], list[str]]] = {
+    "close_permitted": _close_permitted,
+    "device_ready": _device_ready,
+}
+assert set(CONDITIONS) == set(get_args(Check.model_fields["condition"].annotation)), (
+    "every condition Check declares needs its evaluation here, and no other"
+)
+
+
+@RUNS.runs(Check)
+def check(r: ToolRunner, e: RunTool, args: Check, now_ns: int) -> None:
+    why = CONDITIONS[args.condition](r)
+    r.done(e, now_ns, *(("blocked", "; ".join(why)) if why else ("ok", args.condition)))
+
+
+@RUNS.runs(Device)
+def device(r: ToolRunner, e: RunTool, args: Device, now_ns: int) -> None:
+    r.send(e, args.command, args.fields(), now_ns)
+
+
+@RUNS.runs(WaitDevice)
+def wait_device(r: ToolRunner, e: RunTool, args: WaitDevice, now_ns: int) -> None:
+    if r.position() == args.position:
+        r.done(e, now_ns, "ok", f"position {args.position}")
+    else:
+        r.waits[e.session] = (e, ("position", args.position))
+
+
+@RUNS.runs(Delay)
+def delay(r: ToolRunner, e: RunTool, args: Delay, now_ns: int) -> None:
+    r.delays[e.session] = (e, now_ns + int(args.ms * 1_000_000))
+
+
+@RUNS.runs(WaitGoose)
+def wait_goose(r: ToolRunner, e: RunTool, args: WaitGoose, now_ns: int) -> None:
+    r.waits[e.session] = (e, ("goose", args))
+
+
+@RUNS.runs(Publish)
+def publish(r: ToolRunner, e: RunTool, args: Publish, now_ns: int) -> None:
+    r.bay.publish(args.topic, now_ns)
+    r.done(e, now_ns, "ok", f"published {args.topic}")

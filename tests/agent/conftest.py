@@ -9,11 +9,13 @@ import pytest
 
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
+from controller.agent.tools import TOOLS, ToolSet
 from controller.configfile import load_config
 from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.agent_host import AgentBay
+from controller.runtime.agent_tools import RUNS, Implementations
 from controller.runtime.loop import VirtualWire
 from firmware_sim.core import Firmware
 
@@ -33,15 +35,21 @@ steps:
 
 
 class Rig:
-    def __init__(self, folder: Path, journal: Journal | None = None) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        journal: Journal | None = None,
+        tools: ToolSet = TOOLS,
+        runs: Implementations = RUNS,
+    ) -> None:
         cfg = load_config(DEFAULT_CONFIG, ControllerConfig)
         # no GOOSE here: without bay 2's interlock input the close is not interlocked
         # (with it, its fail-safe value blocks every close: `interlock bay2 no data`)
         cfg = cfg.model_copy(update={"inputs": [i for i in cfg.inputs if i.event != "interlock"]})
         self.bay = BayController(cfg, 0)
         self.fw = Firmware(now_ns=0)
-        self.service = AgentService(FolderPlanner(folder), journal)
-        self.host = AgentBay(self.bay, self.service)
+        self.service = AgentService(FolderPlanner(folder, tools=tools), journal)
+        self.host = AgentBay(self.bay, self.service, runs)
         self.wire = VirtualWire(self.host, self.fw)
         self.bay.start(0)
         self.host.opened(0)
