@@ -138,6 +138,14 @@ class PublisherCfg(_Cfg):
     burst_count: int = Field(default=4, ge=1, le=1000)
     tal_factor: float = Field(default=2.0, gt=0)
     sides: Literal["A", "B", "both"] = "A"
+    # the publication rate limit: at most max_changes new states (stNum) within any
+    # change_window_ms; a change beyond it is held back (the latest wins) and published
+    # when the oldest leaves the window, counted (`coalesced`) and alarmed
+    # (`publish_rate:<gocbRef>`). Generous: a trip, an auto-reclose and a close take a few.
+    max_changes: int = Field(
+        default=20, ge=1, description="new states (stNum) per change_window_ms at most"
+    )
+    change_window_ms: float = Field(default=1000.0, gt=0)
 
     _num = field_validator("appid", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)

@@ -78,6 +78,8 @@ class Publisher:
             tal_factor=c.tal_factor,
             mode=c.sides,
             muted=muted,
+            max_changes=c.max_changes,
+            window_ms=c.change_window_ms,
         )
 
     def initial_values(self) -> tuple:

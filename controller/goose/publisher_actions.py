@@ -1,12 +1,13 @@
-"""Actions of the publisher table: sequence numbers, schedule, sides. Numbers only: the
-bytes are built by `Publisher` from a prebuilt template."""
+"""Actions of the publisher table: sequence numbers, schedule, rate limit, sides. Numbers
+only: the bytes are built by `Publisher` from a prebuilt template."""
 
 from __future__ import annotations
 
-from controller.engine.effects import StartTimer
+from controller.engine.effects import Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.goose.effects import PublisherSides, Transmit
 from controller.goose.schedule import interval_ms, tal_ms
+from controller.logic.effects import Alarm
 from protocols.goose import data_shape, encode_all_data
 
 REGISTRY = Registry("goose-publisher")
@@ -39,9 +40,9 @@ def _gap(ctx, k: int) -> float:
     return interval_ms(ctx["schedule"], k, ctx["min_ms"], ctx["max_ms"], ctx["burst"])
 
 
-@REGISTRY.action
-def new_state(ctx, ev):
-    values, t_ns = ev.payload
+def _encode(ctx, values) -> bytes:
+    """allData of `values`, checked against the data set first (nothing is held or sent
+    that the data set cannot carry)."""
     members = ctx["members"]
     if members is not None:
         shape = data_shape(values)
@@ -50,11 +51,21 @@ def new_state(ctx, ev):
                 f"{ctx['gocb_ref']}: values do not match the data set: expected "
                 f"{len(members)} members {list(members)}, got {len(shape)} {list(shape)}"
             )
-    data = encode_all_data(values)
+    return encode_all_data(values)
+
+
+def _window(ctx, now: int) -> tuple:
+    """The times of the new states sent within the last `window_ms` before `now`."""
+    span = int(ctx["window_ms"] * NS_PER_MS)
+    return tuple(t for t in ctx["sent"] if now - t < span)
+
+
+def _new_state(ctx, data: bytes, t_ns: int, now: int) -> list:
     st = next_num(ctx["st"])
     gap = _gap(ctx, 0)
+    sent = (*_window(ctx, now), now)[-ctx["max_changes"] :]
     return [
-        {"st": st, "sq": 0, "k": 0, "t_ns": t_ns, "data": data},
+        {"st": st, "sq": 0, "k": 0, "t_ns": t_ns, "data": data, "sent": sent, "pending": None},
         None
         if ctx["muted"]
         else Transmit(
@@ -62,6 +73,75 @@ def new_state(ctx, ev):
         ),
         StartTimer("retransmit", int(gap * NS_PER_MS), "retransmit"),
     ]
+
+
+@REGISTRY.guard
+def within_rate(ctx, ev) -> bool:
+    """Fewer than `max_changes` new states within the last window: this one goes now."""
+    return len(_window(ctx, ev.time_ns)) < ctx["max_changes"]
+
+
+@REGISTRY.action
+def new_state(ctx, ev):
+    values, t_ns = ev.payload
+    return _new_state(ctx, _encode(ctx, values), t_ns, ev.time_ns)
+
+
+@REGISTRY.action
+def hold_back(ctx, ev) -> list:
+    """Over the rate: keep only this latest change (the one held before is superseded) and
+    publish it when the oldest new state leaves the window. The first crossing raises."""
+    values, t_ns = ev.payload
+    data = _encode(ctx, values)
+    now = ev.time_ns
+    oldest = _window(ctx, now)[0]
+    wait = oldest + int(ctx["window_ms"] * NS_PER_MS) - now
+    out: list = [
+        {"pending": (data, t_ns), "coalesced": 1},
+        StartTimer("release", wait, "release"),
+    ]
+    if not ctx["limited"]:
+        out.append(Raise("rate_limited"))
+    return out
+
+
+@REGISTRY.guard
+def holding(ctx, ev) -> bool:
+    return ctx["pending"] is not None
+
+
+@REGISTRY.action
+def release(ctx, ev) -> list:
+    """A slot is free: the change held back goes out as one new state. The limit is looked
+    at again a window later: nothing held back by then, it clears."""
+    data, t_ns = ctx["pending"]
+    span = int(ctx["window_ms"] * NS_PER_MS)
+    return [*_new_state(ctx, data, t_ns, ev.time_ns), StartTimer("release", span, "release")]
+
+
+@REGISTRY.action
+def quiet(ctx, ev) -> Raise | None:
+    """A whole window since the last release with nothing held back."""
+    return Raise("rate_ok") if ctx["limited"] else None
+
+
+def _alarm_name(ctx) -> str:
+    return f"publish_rate:{ctx['gocb_ref']}"
+
+
+@REGISTRY.action
+def rate_alarm(ctx, ev) -> list:
+    detail = (
+        f"more than {ctx['max_changes']} new states within {ctx['window_ms']:g} ms: "
+        "changes held back, the latest published as the limit allows"
+    )
+    return [{"limited": True, "limit_crossings": 1}, Alarm(_alarm_name(ctx), True, detail)]
+
+
+@REGISTRY.action
+def rate_clear(ctx, ev) -> list:
+    detail = f"{ctx['coalesced']} change(s) held back since start"
+    return [{"limited": False}, Alarm(_alarm_name(ctx), False, detail)]
 
 
 @REGISTRY.guard
