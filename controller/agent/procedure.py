@@ -238,10 +238,16 @@ def _router_registry(spec: ProcedureSpec) -> Registry:
 
 
 def compile_procedure(
-    spec: ProcedureSpec, text: str, source: str, line_of=None, tools: ToolSet = TOOLS
+    spec: ProcedureSpec,
+    text: str,
+    source: str,
+    line_of=None,
+    tools: ToolSet = TOOLS,
+    check_steps: bool = True,
 ) -> Procedure:
-    """The workflow table of a procedure, validated by the engine, its steps by their tools."""
-    findings: list[Finding] = step_findings(spec, tools, source, line_of)
+    """The workflow table of a procedure, validated by the engine, its steps by their tools
+    (`check_steps=False`: the workflow only, see `parse_procedure`)."""
+    findings: list[Finding] = step_findings(spec, tools, source, line_of) if check_steps else []
     edges = {sid: s.next for sid, s in spec.steps.items() if s.next is not None}
     routes = {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None}
     for sid, s in spec.steps.items():
@@ -316,8 +322,17 @@ def compile_procedure(
 
 
 def parse_procedure(
-    text: str, source: str, limits: LoaderLimits = DEFAULT_LIMITS, tools: ToolSet = TOOLS
+    text: str,
+    source: str,
+    limits: LoaderLimits = DEFAULT_LIMITS,
+    tools: ToolSet = TOOLS,
+    check_steps: bool = True,
 ) -> Procedure:
+    """A procedure from its text. `check_steps=False` is for a restore: a text the journal
+    accepted once is rebuilt even if today's tools check its arguments more strictly (or
+    no longer know a tool); the tool runner checks each step's arguments again when it
+    runs, and a bad one fails that step with the reason (retry, fallback), never the
+    restart of the whole agent."""
     try:
         data, line_of = parse_document(text, source, ".yaml", limits)
         spec = ProcedureSpec.model_validate(data)
@@ -325,7 +340,7 @@ def parse_procedure(
         raise ProcedureError(exc.findings) from exc
     except ValidationError as exc:
         raise ProcedureError(validation_findings(exc, source, line_of)) from exc
-    return compile_procedure(spec, text, source, line_of, tools)
+    return compile_procedure(spec, text, source, line_of, tools, check_steps)
 
 
 def load_procedure(

@@ -233,3 +233,48 @@ def test_arguments_checked_again_when_the_tool_runs(rig, folder):
 
 def test_every_condition_check_declares_has_an_evaluation():
     assert set(CONDITIONS) == set(get_args(Check.model_fields["condition"].annotation))
+
+
+# an older, laxer wait_device (no `position` needed): what a journal written before the
+# argument checks may hold
+LAX = ToolSet("lax")
+
+
+@LAX.tool(name="wait_device")
+class LaxWait(ToolArgs):
+    """wait_device as it was accepted before its arguments were checked."""
+
+    position: str | None = None
+
+
+OLD = """\
+name: old
+start: close
+steps:
+  close: {tool: device, args: {command: close}, confirm: true, next: verify}
+  verify: {tool: wait_device, next: done, fallback: unverified}
+  done: {tool: note, args: {text: closed}}
+  unverified: {tool: note, args: {text: "close not verified"}, outcome: failed}
+"""
+
+
+def test_a_restored_session_whose_text_fails_today_s_checks_fails_that_step_only(folder, tmp_path):
+    from controller.engine import Journal
+
+    path = tmp_path / "agent.sqlite"
+    (folder / "old.yaml").write_text(OLD)
+    rig = Rig(folder, Journal(path, durability="step"), tools=TOOLS.merged(LAX))
+    assert rig.op(op="run", procedure="old", params={})["ok"]
+    rig.run(10)
+    assert rig.state("s1") == "awaiting_confirmation"
+    # restarted with today's tools: the folder's copy is rejected, the journal's restored
+    rig2 = Rig(folder, Journal(path, durability="step"))
+    assert "steps.verify.args.position" in rig2.service.planner.errors[str(folder / "old.yaml")]
+    assert rig2.host.restore(rig2.now) == 1
+    assert rig2.state("s1") == "awaiting_confirmation"
+    assert rig2.op(op="confirm", session="s1")["ok"]
+    rig2.run(300)
+    st = rig2.service.status("s1")
+    assert rig2.executed("CLOSE") == 1 and rig2.bay.bay.state == "closed"
+    assert st["outcome"] == "failed" and st["text"] == "close not verified"
+    assert st["results"][1]["error"] == "bad arguments for wait_device: position: Field required"
