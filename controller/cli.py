@@ -26,6 +26,7 @@ import contextlib
 import datetime as dt
 import errno
 import importlib
+import logging
 import os
 import pkgutil
 import select
@@ -33,9 +34,10 @@ import stat
 import sys
 import tempfile
 import traceback
+import weakref
 from pathlib import Path
 
-from controller import commands
+from controller import __version__, commands, logs
 
 EXIT_OK = 0
 EXIT_FINDINGS = 1
@@ -87,6 +89,9 @@ SQLITE_USER_ERRORS = (
 )
 
 
+log = logging.getLogger(__package__)
+
+
 class CommandError(Exception):
     """A user-facing failure: printed as ``goosectl: <message>`` and exit code 2."""
 
@@ -96,14 +101,55 @@ class CommandError(Exception):
 
 
 def version() -> str:
-    """The installed distribution's version (a plain checkout says so)."""
-    from importlib.metadata import PackageNotFoundError
-    from importlib.metadata import version as dist_version
+    """goosectl's version: `controller.__version__`, the one source pyproject reads too."""
+    return __version__
 
-    try:
-        return dist_version("goosectl")
-    except PackageNotFoundError:
-        return "unknown (not installed: pip install -e .)"
+
+#: the parsers `add_log_args` already gave -v/-q (a command that gives -q a meaning of its
+#: own calls it first, with that meaning; `build_parser` then skips it)
+_logged: weakref.WeakSet[argparse.ArgumentParser] = weakref.WeakSet()
+
+
+def add_log_args(parser: argparse.ArgumentParser, quiet: str | None = None) -> None:
+    """-v/-q and --debug, on every parser of the command line (the top level, each
+    command, each subcommand), so `goosectl -v decode X` and `goosectl decode X -v` both
+    work. `quiet`: what -q also means for this command (e.g. `run`: no status line).
+    Defaults are suppressed so a subcommand's parser never overwrites a value given
+    before it; `main` fills them in."""
+    if parser in _logged:
+        return
+    _logged.add(parser)
+    group = parser.add_argument_group("diagnostics (stderr; stdout is unchanged)")
+    group.add_argument(
+        "-v",
+        "--verbose",
+        action="count",
+        default=argparse.SUPPRESS,
+        help="more detail: debug lines of goosectl's packages (-vv: of libraries too)",
+    )
+    help_q = "fewer messages: warnings and errors only (-qq: errors only)"
+    group.add_argument(
+        "-q",
+        "--quiet",
+        action="count",
+        default=argparse.SUPPRESS,
+        help=f"{quiet}; {help_q}" if quiet else help_q,
+    )
+    group.add_argument(
+        "--debug",
+        action="append",
+        metavar="LOGGER",
+        default=argparse.SUPPRESS,
+        help="debug lines of one subsystem only, e.g. controller.commands (repeatable)",
+    )
+
+
+def _add_log_args_everywhere(parser: argparse.ArgumentParser) -> None:
+    add_log_args(parser)
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in set(action.choices.values()):
+                _add_log_args_everywhere(child)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -121,13 +167,29 @@ def build_parser() -> argparse.ArgumentParser:
             continue
         module = importlib.import_module(f"{commands.__name__}.{info.name}")
         module.register(sub)
+    _add_log_args_everywhere(parser)
     return parser
+
+
+def setup_logging(args: argparse.Namespace) -> None:
+    """Logging for this command, from -v/-q/--debug/--log-json (see `controller.logs`);
+    `args.verbose`/`args.quiet` are counts afterwards (0 when not given)."""
+    args.verbose = getattr(args, "verbose", 0)
+    args.quiet = getattr(args, "quiet", 0)
+    logs.configure(
+        args.verbose - args.quiet,
+        json_lines=getattr(args, "log_json", False),
+        debug=getattr(args, "debug", ()),
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = None
+    logs.configure()  # errors before the command's own settings are plain lines
     try:
         args = build_parser().parse_args(argv)
+        setup_logging(args)
+        log.debug("goosectl %s: %s", __version__, args.command)
         code = int(args.func(args) or 0)
         sys.stdout.flush()  # a reader that left shows here, not at interpreter exit
         return code
@@ -205,6 +267,10 @@ def _say(message: str, code: int) -> int:
     lines = [line.strip() for line in message.splitlines() if line.strip()] or ["error"]
     if len(lines) == 2 and lines[0].endswith(":"):
         lines = [f"{lines[0]} {lines[1]}"]
+    if logs.structured():  # --log-json: stderr holds records only, errors included
+        for line in lines:
+            log.error("%s", line)
+        return code
     try:
         for line in lines:
             print(f"goosectl: {line}", file=sys.stderr)
@@ -249,6 +315,14 @@ def _internal(info) -> int:
     exc = info[1]
     path = save_traceback(text)
     where = f"the traceback is in {path}" if path else "the traceback could not be saved"
+    if logs.structured():
+        log.critical(
+            "internal error: %s: %s; a bug in goosectl, not in your input; %s",
+            type(exc).__name__,
+            exc,
+            where,
+        )
+        return EXIT_INTERNAL
     with contextlib.suppress(OSError):
         print(
             f"goosectl: internal error: {type(exc).__name__}: {exc}".rstrip(": ")

@@ -24,6 +24,7 @@ from typing import Any
 from controller.engine import Table
 from controller.engine.bus import Bus
 from controller.engine.effects import Effect
+from controller.engine.resources import shipped
 from firmware_sim.effects import (
     AfterAnswer,
     Emit,
@@ -38,7 +39,7 @@ from protocols.serial import messages as m
 from protocols.serial.errors import LinkProtocolError
 from protocols.serial.stream import StreamDecoder, frame
 
-TABLES = Path(__file__).with_name("tables")
+TABLES = shipped("firmware_sim", "tables")
 MACHINES = ("breaker", "spring", "io", "commands", "events")
 # breaker states in travel -> the operation that completes if the board restarts meanwhile
 TRAVEL: Mapping[str, str] = {"closing": "close", "opening": "open"}

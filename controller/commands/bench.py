@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from pathlib import Path
 
 from controller.cli import CommandError
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -38,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
 
     series: dict[str, list[int]] = {}
     floors: dict[str, list[int]] = {}
-    print(f"in process: {args.samples} trips of a closed breaker ...", flush=True)
+    log.info("in process: %d trips of a closed breaker ...", args.samples)
     s = TripBench().sample(args.samples)
     series["in process: trip frame -> TRIP bytes"] = s.to_serial
     series["in process: trip frame -> trip-ack frame"] = s.to_ack_frame
@@ -59,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
                 + (f" (+{load} frames/s)" if load else "")
                 + (" (--spin)" if spin else "")
             )
-            print(f"{label}: {args.wire_samples} trips ...", flush=True)
+            log.info("%s: %d trips ...", label, args.wire_samples)
             trip = WireTrip(load_fps=load, spin=spin)
             try:
                 series[label] = [trip.sample() for _ in range(args.wire_samples)]

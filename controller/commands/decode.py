@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from typing import Any
 
@@ -19,6 +20,8 @@ from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_captur
 from protocols.goose import GooseError, decode_all_data, is_goose, parse_header
 from protocols.goose.frame import decode_frame
 from protocols.goose.jsonform import frame_to_json
+
+log = logging.getLogger(__package__)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,9 +101,14 @@ def run(args: argparse.Namespace) -> int:
     t0: float | None = None
     shown = 0
     appids: set[int] = set()
+    skipped = 0
+    debug = log.isEnabledFor(logging.DEBUG)  # asked once, not per frame
     try:
         for cap in read_capture(args.file):
             if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
+                skipped += 1
+                if debug:
+                    log.debug("frame %d: not GOOSE (linktype %d)", cap.number, cap.linktype)
                 continue
             time = cap.ts_ns / 1e9
             if t0 is None:
@@ -132,12 +140,10 @@ def run(args: argparse.Namespace) -> int:
         out.flush()
         raise CommandError(f"cannot read capture: {exc}") from None
     # (`goosectl decode big.pcap | head`: a reader that left ends the run quietly, in cli.py)
+    log.debug("%s: %d GOOSE frame(s) shown, %d other frame(s) skipped", args.file, shown, skipped)
     if not shown and appids and (args.appid is not None or args.gocbref is not None):
         wanted = [f"--appid 0x{args.appid:04x}"] if args.appid is not None else []
         wanted += [f"--gocbref {args.gocbref}"] if args.gocbref is not None else []
         seen = ", ".join(f"0x{a:04x}" for a in sorted(appids))
-        print(
-            f"goosectl: no frame matched {' and '.join(wanted)} (APPIDs seen: {seen})",
-            file=sys.stderr,
-        )
+        log.warning("no frame matched %s (APPIDs seen: %s)", " and ".join(wanted), seen)
     return 0

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import logging
 from pathlib import Path
 
 from controller.cli import CommandError
 from controller.configfile import ConfigError
 from controller.logic.config import DEFAULT_CONFIG
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -88,6 +91,12 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
     raise CommandError(f"--out {out}: another demo took it first" if out else "no free folder name")
 
 
+def _progress(fraction: float, text: str) -> None:
+    """The scenario's steps as they run: a diagnostic on stderr (-q hides it); the report
+    is stdout's."""
+    log.info("[%5.1f%%] %s", fraction * 100, text)
+
+
 def run(args: argparse.Namespace) -> int:
     from controller.configfile import load_config
     from controller.logic.config import ControllerConfig
@@ -101,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 
         args.out = claim_folder(args.out, "goosectl-demo-live")
         return run_live_demo(args)
-    from controller.runtime.demo import print_progress, report_lines, run_demo
+    from controller.runtime.demo import report_lines, run_demo
 
     folder = claim_folder(args.out, "goosectl-demo")
     print(f"goosectl demo: writing to {folder}/")
@@ -111,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             args.config,
             pty=not args.in_memory,
             ied=args.ied,
-            progress=print_progress(),
+            progress=_progress,
             serve_s=args.serve,
             control=args.control,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import signal
 import sys
 import time
@@ -27,6 +28,8 @@ from controller.runtime.goose_live import (
 )
 from controller.runtime.goose_report import Reporter
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -66,9 +69,12 @@ def open_live(
         raise CommandError(f"cannot open raw sockets: {exc}") from exc
     for sock in live.socks.values():
         if sock.ring_error:
-            print(f"goosectl: {sock.iface}: {sock.ring_error}; receiving with recvmsg "
-                  "(a burst beyond the socket buffer is dropped, and counted)",
-                  file=sys.stderr)  # fmt: skip
+            log.warning(
+                "%s: %s; receiving with recvmsg "
+                "(a burst beyond the socket buffer is dropped, and counted)",
+                sock.iface,
+                sock.ring_error,
+            )
     return live
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import signal
 import sys
@@ -18,6 +19,8 @@ from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.runtime.goose_report import Reporter
 from protocols.goose import GooseError, all_data_from_json, data_shape
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -159,7 +162,7 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 values = _values(line.decode(), "stdin")
                 out = hub.publish(cfg.gocb_ref, values, now, time.time_ns())
             except (CommandError, PublishError) as exc:
-                print(f"goosectl: refused: {exc}", file=sys.stderr)
+                log.error("refused: %s", exc)  # this line only: the next may be good
                 continue
             live.execute(out, now)
 

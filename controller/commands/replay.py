@@ -7,7 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError
+from controller.cli import CommandError, add_log_args
 from controller.commands.scl import add_check_args, wire_check
 from controller.configfile import ConfigError, load_config
 from controller.engine import Journal
@@ -57,7 +57,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per line")
     p.add_argument("--appid", type=lambda s: int(s, 0), help="print only this APPID")
     p.add_argument("--gocbref", help="print only this gocbRef")
-    p.add_argument("--quiet", action="store_true", help="print only the per-stream report")
+    add_log_args(p, quiet="print only the per-stream report")
     p.add_argument(
         "--device",
         choices=["sim"],

@@ -10,16 +10,18 @@ import time
 from collections import deque
 from pathlib import Path
 
-from controller.cli import CommandError
+from controller import logs
+from controller.cli import CommandError, add_log_args
 from controller.configfile import ConfigError, load_config
 from controller.engine.journal import JournalIOError
+from controller.engine.resources import shipped
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.runtime.goose_live import require_raw_sockets
 from controller.runtime.journal_writer import LiveJournals, Retention
 from controller.runtime.output_pump import LinePump
 from controller.runtime.report import percentiles
 
-PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
+PROCEDURES = shipped("controller.agent", "procedures")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,7 +66,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
     )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
-    p.add_argument("--quiet", action="store_true", help="no status line every second")
+    add_log_args(p, quiet="no status line every second")
+    p.add_argument(
+        "--log-json",
+        action="store_true",
+        help="diagnostics on stderr as JSON, one object per line (time, level, logger, "
+        "message): log records, the status line and alarms alike",
+    )
     p.add_argument(
         "--spin",
         action="store_true",
@@ -226,7 +234,9 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = ", ".join(applied)
     else:
         realtime_note = None
-    live.status.stream = stderr = LinePump(sys.stderr)  # never blocks the loop
+    stderr = LinePump(sys.stderr)  # never blocks the loop
+    # log records go through it too; with --log-json the status lines become records
+    live.status.stream = text = logs.route(stderr)
     live.live.on_round.append(journals.watch(live.status))
     why = live.open_port()
     if why is not None:
@@ -234,7 +244,7 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"device port {port}: {why}")
     control.handler = controller_ops(bay, agent.handle)
-    control.log.stream = stderr
+    control.log.stream = text
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )
@@ -272,6 +282,7 @@ def run(args: argparse.Namespace) -> int:
     finally:
         control.close()
         journals.close()
+        logs.unroute()
         stderr.close()
         for lock in held:
             lock.release()

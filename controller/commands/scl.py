@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,8 @@ import yaml
 
 from controller.cli import CommandError
 from protocols.scl import Scl, SclError, load_scl
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +45,7 @@ def read(path: Path) -> Scl:
     except SclError as exc:
         raise CommandError(str(exc)) from exc
     for f in scl.findings:
-        print(f"goosectl: {f}", file=sys.stderr)
+        log.warning("%s", f)
     return scl
 
 
@@ -121,7 +124,7 @@ def run_config(args: argparse.Namespace) -> int:
         load_config(args.out, ControllerConfig)
     except ConfigError as exc:
         raise CommandError(f"the written config does not load (a bug):\n{exc}") from exc
-    print(f"goosectl: wrote {args.out}", file=sys.stderr)
+    log.info("wrote %s", args.out)
     return 0
 
 

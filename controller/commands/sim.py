@@ -8,11 +8,13 @@ and the same traffic give the same faults.
 from __future__ import annotations
 
 import argparse
+import logging
 import signal
-import sys
 import threading
 
 from controller.cli import EXIT_OK, CommandError
+
+log = logging.getLogger(__package__)
 
 
 def _rate(text: str) -> float:
@@ -159,12 +161,16 @@ def cmd_sim(args: argparse.Namespace) -> int:
     finally:
         transport.close()
         st = shell.fw.stats
-        print(
-            f"sim: boots={st.boots} operations={dict(st.operations)} "
-            f"executed={dict(st.executed)} answered={dict(st.answered)} "
-            f"rx_errors={dict((k.value, v) for k, v in shell.fw.decoder.errors.items())} "
-            f"line_rx={dict(shell.rx.counts)} line_tx={dict(shell.tx.counts)} "
-            f"events={shell.log}",
-            file=sys.stderr,
+        log.info(
+            "sim: boots=%s operations=%s executed=%s answered=%s rx_errors=%s line_rx=%s "
+            "line_tx=%s events=%s",
+            st.boots,
+            dict(st.operations),
+            dict(st.executed),
+            dict(st.answered),
+            {k.value: v for k, v in shell.fw.decoder.errors.items()},
+            dict(shell.rx.counts),
+            dict(shell.tx.counts),
+            shell.log,
         )
     return EXIT_OK

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -13,6 +14,8 @@ from controller.engine import Journal, RejectedEvent, Runner, Table, TableError
 from controller.engine.diagram import FORMATS
 from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 from controller.engine.machine import Step
+
+log = logging.getLogger(__package__)
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -155,10 +158,9 @@ def cmd_render(args: argparse.Namespace) -> int:
     fmt = args.format or "mermaid"
     if args.format is None and not sys.stdout.isatty():
         # piped somewhere: say which format it is, since `| dot` needs --format dot
-        print(
-            "goosectl: table render: writing Mermaid (the default); "
-            "for Graphviz (`| dot -Tsvg`) use --format dot",
-            file=sys.stderr,
+        log.info(
+            "table render: writing Mermaid (the default); "
+            "for Graphviz (`| dot -Tsvg`) use --format dot"
         )
     sys.stdout.write(FORMATS[fmt](spec))
     return EXIT_OK

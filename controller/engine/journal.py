@@ -34,7 +34,8 @@ cannot even create its WAL index) starts from an in-memory copy of the file (`re
 and opens the file for writing once a commit finds room.
 
 A small key/value `meta` table rides in the same transactions (e.g. the device link's next
-sequence number, so a restarted controller continues above it).
+sequence number, so a restarted controller continues above it; `journal.software`, the
+goosectl version that last opened the file for writing).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
+from controller import __version__
 from controller.engine.machine import Machine, Step
 
 Durability = Literal["sync", "group", "step", "memory"]
@@ -93,6 +95,9 @@ COLUMNS = (
 
 #: The machine name of the journal's own rows (rows lost, I/O errors and recoveries).
 SELF = "journal"
+
+#: The meta key naming the goosectl version that last opened the journal for writing.
+SOFTWARE_KEY = "journal.software"
 
 
 def effects_digest(effects: list | str) -> str:
@@ -321,6 +326,9 @@ class Journal:
         self._deferred = False
         if self.alarm is not None:
             self._note("io_error", "ok", "failing", self.alarm, None)
+        if self.durability != "memory":
+            # which software wrote this file (the last to open it), with its first batch
+            self.set_meta(SOFTWARE_KEY, {"goosectl": __version__})
 
     def defer_sync(self, on_commit: Callable[[], None]) -> None:
         """Commit without fsync (synchronous=NORMAL: a commit is in the WAL, so it survives

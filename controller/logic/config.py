@@ -16,11 +16,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from controller.agent.config import AgentCfg, ControlCfg
+from controller.engine.resources import shipped
 from controller.goose.config import GooseConfig
 
-TABLES = Path(__file__).parent / "tables"
+TABLES = shipped("controller.logic", "tables")
 #: The bay the demo, `goosectl bench` and the examples use (examples/controller/bay1.yaml).
-DEFAULT_CONFIG = Path(__file__).parent / "defaults" / "bay1.yaml"
+DEFAULT_CONFIG = shipped("controller.logic", "defaults", "bay1.yaml")
 
 #: Where a published member's value comes from (see `controller/logic/mapping.py`).
 MemberSource = Literal["position", "quality", "t", "now", "trip", "bf_trip", "true", "false"]

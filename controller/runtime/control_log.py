@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any, TextIO
 
 from controller.engine import Journal, Runner, Table
 from controller.engine.machine import Machine, Step
+from controller.engine.resources import shipped
 
-TABLES = Path(__file__).parent / "tables"
+TABLES = shipped("controller.runtime", "tables")
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
 

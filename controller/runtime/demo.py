@@ -23,6 +23,7 @@ from controller.agent.service import AgentService
 from controller.configfile import load_config
 from controller.engine import Journal
 from controller.engine.effects import Notify
+from controller.engine.resources import shipped
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.agent_host import AgentBay
@@ -33,7 +34,7 @@ from controller.runtime.scenario import S, Scenario, build
 from firmware_sim.core import Firmware
 
 Progress = Callable[[float, str], None]
-PROCEDURES = Path(__file__).resolve().parents[1] / "agent" / "procedures"
+PROCEDURES = shipped("controller.agent", "procedures")
 
 
 @dataclass

@@ -12,10 +12,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from scapy.config import conf
-from scapy.fields import Field
-from scapy.layers.l2 import Dot1Q, Ether
-from scapy.packet import Packet, bind_layers
+try:
+    from scapy.config import conf
+    from scapy.fields import Field
+    from scapy.layers.l2 import Dot1Q, Ether
+    from scapy.packet import Packet, bind_layers
+except ImportError as exc:  # scapy is an extra: no command needs it, only this layer
+    raise ImportError(
+        f"protocols.goose.scapy_layer needs scapy ({exc}): pip install 'goosectl[scapy]'",
+        name=exc.name,
+    ) from exc
 
 from protocols.goose.data import Data
 from protocols.goose.frame import GooseFrame, decode_frame, encode_frame
@@ -26,12 +32,12 @@ from protocols.goose.utctime import UtcTime
 _FAKE_ETHERNET = bytes(12) + ETHERTYPE_GOOSE.to_bytes(2, "big")
 
 
-class _CodecField(Field):
+class _CodecField(Field[Any, Any]):
     """A field whose bytes are handled by the codec; it only stores and displays a value."""
 
     __slots__ = ("attr", "fmt")
 
-    def __init__(self, name: str, default: Any, attr: str, fmt: str = "repr") -> None:
+    def __init__(self, name: str, default: Any, attr: str | None, fmt: str = "repr") -> None:
         super().__init__(name, default)
         self.attr = attr
         self.fmt = fmt

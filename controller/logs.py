@@ -1,0 +1,162 @@
+"""Logging for the `goosectl` command: one logger per package, configured once, by the CLI.
+
+What goes where: user output (tables, JSON lines, reports, the path a command prints for a
+script to read) is printed to stdout by the commands and never passes through here.
+Diagnostics (what the program noticed, fallbacks, progress, debug detail) are log records
+on stderr, so `-q` silences them and `-v` adds detail without changing a byte of stdout.
+
+Why the levels are set on the loggers and not only on the handler: a disabled call then
+ends in `Logger.isEnabledFor`, one cached comparison, before a record is made or an
+argument formatted. Calls pass their values as %-style arguments (`log.debug("%s", x)`,
+never an f-string: ruff's G rules refuse those), and a loop that would build something
+costly for a message asks `log.isEnabledFor(logging.DEBUG)` first.
+
+Loggers are named after packages (`logging.getLogger(__package__)`): `controller.commands`,
+`controller.runtime`, `protocols.ethernet` ... `--debug NAME` turns on one subsystem.
+
+Plain lines read ``goosectl: <message>``, as the command's messages always have (a debug
+line also names its logger). `--log-json` makes every record one JSON object per line:
+``{"time", "level", "logger", "message"}``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+import sys
+from collections.abc import Iterable
+from typing import TextIO, cast
+
+#: The top-level packages whose loggers follow -v/-q; other libraries stay at WARNING
+#: (-vv: DEBUG too).
+PACKAGES = ("controller", "protocols", "firmware_sim")
+
+#: -q/-v counted into one number: -qq and below show errors only (never less: an error is
+#: the reason for an exit code and is always said).
+LEVELS = {-2: logging.ERROR, -1: logging.WARNING, 0: logging.INFO, 1: logging.DEBUG}
+
+
+class StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a record comes (a test's capture, a
+    redirect), or to the stream `route` gave it (`run`'s line pump, which never blocks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.target: TextIO | None = None
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return self.target if self.target is not None else sys.stderr
+
+    @stream.setter
+    def stream(self, value: TextIO) -> None:
+        """StreamHandler's constructor assigns sys.stderr here: ignored, looked up later."""
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        """stderr closed or gone (a reader that left): nothing left to say it on."""
+        if isinstance(sys.exc_info()[1], (OSError, ValueError)):
+            return
+        super().handleError(record)
+
+
+class PlainFormatter(logging.Formatter):
+    """``goosectl: <message>``; a debug line also names its logger (the subsystem)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        if record.levelno <= logging.DEBUG:
+            message = f"debug: {record.name}: {message}"
+        text = f"goosectl: {message}"
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record, on one line (a message's own line feeds are escaped)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        obj = {
+            "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
+                timespec="microseconds"
+            ),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+        }
+        if record.exc_info:
+            obj["exception"] = self.formatException(record.exc_info)
+        return json.dumps(obj, default=str)
+
+
+_handler = StderrHandler()
+#: loggers given a level by `--debug` (put back to NOTSET by the next `configure`)
+_debugged: set[str] = set()
+
+
+def configure(verbosity: int = 0, json_lines: bool = False, debug: Iterable[str] = ()) -> None:
+    """Set up logging for one command: `verbosity` is the count of -v minus the count of
+    -q, `json_lines` is --log-json, `debug` names loggers (subsystems) to show at DEBUG.
+    Called again, it replaces what it set before (tests run many commands in-process)."""
+    level = LEVELS[max(-2, min(1, verbosity))]
+    _handler.setFormatter(JsonFormatter() if json_lines else PlainFormatter())
+    _handler.target = None
+    root = logging.getLogger()
+    if _handler not in root.handlers:
+        root.addHandler(_handler)
+    root.setLevel(logging.DEBUG if verbosity >= 2 else logging.WARNING)
+    for name in _debugged:
+        logging.getLogger(name).setLevel(logging.NOTSET)
+    _debugged.clear()
+    for name in PACKAGES:
+        logging.getLogger(name).setLevel(level)
+    for name in debug:
+        logging.getLogger(name).setLevel(logging.DEBUG)
+        _debugged.add(name)
+
+
+def structured() -> bool:
+    """Is --log-json on? (Errors the CLI says itself are records then, not plain lines.)"""
+    return isinstance(_handler.formatter, JsonFormatter)
+
+
+def route(stream: TextIO, logger: str = "controller.runtime") -> TextIO:
+    """Send the log records to `stream` (`run`'s line pump: a blocked stderr never stalls
+    the loop) and return what a shell's text lines (a status view, alarms) should be
+    written to: `stream` itself for plain output, or, with --log-json, a writer that makes
+    each line a record of `logger`. `unroute` before the stream closes."""
+    _handler.target = stream
+    if not structured():
+        return stream
+    # LogLines has the two methods those shells call (write, flush), not all of TextIO's
+    return cast(TextIO, LogLines(logging.getLogger(logger)))
+
+
+def unroute() -> None:
+    """Records go to sys.stderr again (the stream `route` was given is closing)."""
+    _handler.target = None
+
+
+class LogLines:
+    """A text stream whose every line is a log record: for shells that write status lines
+    as text (`write`, `flush`), so that with --log-json stderr holds nothing but JSON.
+    A line ``goosectl: ...`` is what those shells say about trouble (an error, a limit
+    crossed, frames dropped): a warning, its prefix dropped; any other line is info."""
+
+    def __init__(self, log: logging.Logger) -> None:
+        self.log = log
+        self._part = ""
+
+    def write(self, text: str) -> int:
+        lines = (self._part + text).split("\n")
+        self._part = lines.pop()
+        for line in lines:
+            if line.startswith("goosectl: "):
+                self.log.warning("%s", line[len("goosectl: ") :])
+            elif line:
+                self.log.info("%s", line)
+        return len(text)
+
+    def flush(self) -> None:
+        """Records are handed on as each line ends; a partial line waits for its end."""

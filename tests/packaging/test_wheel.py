@@ -1,0 +1,167 @@
+"""What a user installing goosectl gets (issue 16): the wheel carries the package data the
+code finds through importlib.resources and a py.typed per top-level package, one version
+everywhere, scapy only as an extra, and examples that are plain files.
+
+Nothing is installed: the wheel is built from a copy of the source (so the checkout gets
+no build/ folder) with pip's ordinary isolated build, and opened as the zip it is; "scapy
+absent" is a child interpreter in which `import scapy` fails."""
+
+from __future__ import annotations
+
+import filecmp
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+import zipfile
+from email.parser import Parser
+from pathlib import Path
+
+import pytest
+
+import controller
+from controller.engine.journal import SOFTWARE_KEY, Journal
+from controller.logic.config import DEFAULT_CONFIG
+from tests.support.peers import CAPTURES, REPO
+
+PACKAGES = ("controller", "protocols", "firmware_sim")
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def _data_files() -> set[str]:
+    """Every non-Python file the packages hold in git's view of the tree (tables,
+    procedures, default configs, specs, py.typed)."""
+    listed = subprocess.run(
+        ["git", "ls-files", "--", *PACKAGES],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    return {p for p in listed if Path(p).suffix in (".yaml", ".md", ".typed")}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> zipfile.ZipFile:
+    src = tmp_path_factory.mktemp("src")
+    for name in (*PACKAGES, "pyproject.toml", "README.md"):
+        path = REPO / name
+        if path.is_dir():
+            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy(path, src / name)
+    out = tmp_path_factory.mktemp("wheel")
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", str(src), "-w", str(out), "--no-deps", "-q"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert built.returncode == 0, built.stderr
+    (whl,) = out.glob("goosectl-*.whl")
+    with zipfile.ZipFile(whl) as z:
+        yield z
+
+
+def test_the_wheel_carries_every_table_procedure_default_and_py_typed(wheel) -> None:
+    names = set(wheel.namelist())
+    expected = _data_files()
+    assert {f"{p}/py.typed" for p in PACKAGES} <= expected  # committed, so shipped
+    assert "controller/logic/defaults/bay1.yaml" in expected
+    assert "controller/agent/procedures/isolate.yaml" in expected
+    assert sorted(expected - names) == []
+
+
+def test_one_version_scapy_only_as_an_extra(wheel) -> None:
+    (meta_name,) = [n for n in wheel.namelist() if n.endswith(".dist-info/METADATA")]
+    meta = Parser().parsestr(wheel.read(meta_name).decode())
+    assert meta["Version"] == controller.__version__
+    scapy = [r for r in meta.get_all("Requires-Dist") if r.startswith("scapy")]
+    assert scapy and all("extra ==" in r for r in scapy), scapy
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    assert any(d.startswith("scapy") for d in extras["scapy"])
+    assert any(d.startswith("scapy") for d in extras["test"])  # CI still tests the layer
+    assert PYPROJECT["project"]["dynamic"] == ["version"]
+
+
+NO_SCAPY = """
+import sys
+sys.modules["scapy"] = None  # `import scapy` raises ImportError, as when it is absent
+from controller.cli import main
+sys.argv[0] = "goosectl"
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def goosectl_without_scapy(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-c", NO_SCAPY, *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+
+
+def test_commands_work_without_scapy() -> None:
+    cap = str(CAPTURES / "iti_GOOSE.pcap")
+    decoded = goosectl_without_scapy("decode", cap)
+    assert decoded.returncode == 0, decoded.stderr
+    assert len(decoded.stdout.splitlines()) == 8
+    replayed = goosectl_without_scapy("replay", cap, "--quiet")
+    assert replayed.returncode == 0 and "streams:" in replayed.stdout, replayed.stderr
+    checked = goosectl_without_scapy("config", "check", str(REPO / "examples/controller/bay1.yaml"))
+    assert checked.returncode == 0 and ": ok: " in checked.stdout, checked.stderr
+    version = goosectl_without_scapy("--version")
+    assert version.stdout == f"goosectl {controller.__version__}\n"
+
+
+def test_every_module_but_the_scapy_layer_imports_without_scapy_and_the_layer_names_the_extra():
+    code = """
+import importlib, pkgutil, sys
+sys.modules["scapy"] = None
+for top in ("controller", "protocols", "firmware_sim"):
+    for info in pkgutil.walk_packages(importlib.import_module(top).__path__, top + "."):
+        if info.name.endswith(("__main__", "scapy_layer")):
+            continue
+        importlib.import_module(info.name)
+try:
+    import protocols.goose.scapy_layer
+except ImportError as exc:
+    print(exc)
+"""
+    r = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    assert "pip install 'goosectl[scapy]'" in r.stdout
+
+
+def test_examples_are_plain_files_equal_to_the_packaged_defaults() -> None:
+    links = [p for p in (REPO / "examples").rglob("*") if p.is_symlink()]
+    assert links == []
+    packaged = REPO / "controller" / "agent" / "procedures"
+    copies = REPO / "examples" / "procedures"
+    assert sorted(p.name for p in copies.glob("*.yaml")) == sorted(
+        p.name for p in packaged.glob("*.yaml")
+    )
+    pairs = [(copies / p.name, p) for p in packaged.glob("*.yaml")]
+    pairs.append((REPO / "examples/controller/bay1.yaml", DEFAULT_CONFIG))
+    for copy, source in pairs:
+        assert filecmp.cmp(copy, source, shallow=False), f"{copy} differs from {source}"
+
+
+def test_the_journal_records_the_software_version(tmp_path) -> None:
+    path = tmp_path / "j.sqlite"
+    journal = Journal(path)
+    journal.flush(0)
+    journal.close()
+    assert Journal(path).get_meta(SOFTWARE_KEY) == {"goosectl": controller.__version__}
+    assert Journal(None).get_meta(SOFTWARE_KEY) is None  # memory journals write nothing
