@@ -54,6 +54,8 @@ class LinkConfig:
     #: more device restarts than reboot_max within reboot_window_ms: alarm
     reboot_max: int = 3
     reboot_window_ms: float = 60_000
+    #: in a reboot loop, no resync per restart: one once the device has been quiet this long
+    reboot_quiet_ms: float = 5000
     resync_retry_ms: float = 400
     idle_ms: float = 1000
     first_seq: int = 1
@@ -68,6 +70,7 @@ class LinkConfig:
             "idle_ms",
             "chatter_window_ms",
             "reboot_window_ms",
+            "reboot_quiet_ms",
         ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)}")
@@ -133,6 +136,7 @@ class LinkCore:
                 chatter_window_ms=c.chatter_window_ms,
                 reboot_max=c.reboot_max,
                 reboot_window_ms=c.reboot_window_ms,
+                reboot_quiet_ms=c.reboot_quiet_ms,
                 resync_retry_ms=c.resync_retry_ms,
                 idle_ms=c.idle_ms,
                 config={int(_check_config(p, v)): v for p, v in c.device_config.items()},

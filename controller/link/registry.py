@@ -302,7 +302,7 @@ def begin_resync(ctx, ev) -> list:
         out.append(
             Submit("configure", (("param", m.ConfigParam(param)), ("value", value)), "resync")
         )
-    out.append({"resync_left": len(out) - 1})
+    out.append({"resync_left": len(out) - 1, "resyncs": 1})
     return out
 
 
@@ -315,6 +315,29 @@ def boot_changed(ctx, ev) -> bool:
     """A response from a boot other than the one we know: the device restarted."""
     boot = _boot_of(ev.payload[0])
     return boot is not None and ctx["boot_counter"] is not None and boot != ctx["boot_counter"]
+
+
+def _looping(ctx, now: int) -> bool:
+    """Would one more restart now make more than `reboot_max` within the window? (the
+    same count `_reset` makes)"""
+    return len(_burst(ctx["boots"], now, ctx["reboot_window_ms"])) > ctx["reboot_max"]
+
+
+@REGISTRY.guard
+def boot_changed_looping(ctx, ev) -> bool:
+    """A restart, in a reboot loop: no resync for it (see `rebooting` in link.yaml)."""
+    return boot_changed(ctx, ev) and _looping(ctx, ev.time_ns)
+
+
+@REGISTRY.action
+def reboot_settled(ctx, ev) -> list:
+    """Quiet for `reboot_quiet_ms` after a reboot loop: the alarm clears and the one
+    resync starts (entering `connecting`). A restart within the window raises it again."""
+    detail = f"no restart for {ctx['reboot_quiet_ms']:g} ms"
+    return [
+        {"reboot_loop": False},
+        _out("alarm", alarm="device_reboot_loop", active=False, detail=detail),
+    ]
 
 
 @REGISTRY.guard
@@ -478,6 +501,11 @@ def power_up_new_boot(ctx, ev) -> bool:
     msg = ev.payload[0]
     known = ctx["boot_counter"]
     return isinstance(msg, m.PowerUp) and known is not None and msg.boot_counter != known
+
+
+@REGISTRY.guard
+def power_up_new_boot_looping(ctx, ev) -> bool:
+    return power_up_new_boot(ctx, ev) and _looping(ctx, ev.time_ns)
 
 
 @REGISTRY.guard

@@ -385,3 +385,45 @@ def test_operations_we_command_are_never_chatter():
         events += link.take_events()
     assert not _alarms(events, "position_chatter")
     assert len([e for e in events if e.kind == "position_changed"]) == 16  # 8 x (mid, end)
+
+
+def test_a_device_rebooting_every_5_ms_is_not_resynced_each_time():
+    """Row 14, device side: a device rebooting every 5 ms for 15 s (the row saw 2,583
+    resyncs). Past `reboot_max` restarts in the window the link holds the resync
+    (`rebooting`, position unknown) until the device has been quiet for
+    `reboot_quiet_ms`; then one resync, and the link is up with the position read."""
+    fw = Firmware(now_ns=0)
+    cfg = LinkConfig(reboot_max=3, reboot_window_ms=60_000, reboot_quiet_ms=500)
+    link = LinkCore(cfg, 0)
+    now = _up(link, fw)
+    before = link.view["resyncs"]
+    events = []
+    states = set()
+    for i in range(3000):  # 15 s, a restart every 5 ms
+        now += 5 * MS
+        fw.boot(now, m.ResetCause.WATCHDOG)
+        link.advance(now)
+        fw.advance(now)
+        _pump(link, fw, now)
+        events += link.take_events()
+        if i > 10:
+            states.add(link.state)
+            assert link.view["position"] is None, i  # unknown while it loops
+    resets = [e for e in events if e.kind == "device_reset"]
+    assert len(resets) == 3000
+    during = link.view["resyncs"] - before
+    assert during <= cfg.reboot_max, during  # the first restarts only, then held
+    assert link.view["resyncs_held"] >= 3000 - cfg.reboot_max
+    assert states == {"rebooting"}
+    assert [a[0] for a in _alarms(events, "device_reboot_loop")] == [True]
+    # the device stops rebooting: one resync after the quiet time, and the link is up
+    for _ in range(100):
+        now += 10 * MS
+        link.advance(now)
+        fw.advance(now)
+        _pump(link, fw, now)
+        events += link.take_events()
+    assert link.state == "up"
+    assert link.view["resyncs"] - before == during + 1
+    assert link.view["position"] == fw.machine("breaker").ctx["position"]
+    assert [a[0] for a in _alarms(events, "device_reboot_loop")] == [True, False]
