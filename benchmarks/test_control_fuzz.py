@@ -1,15 +1,22 @@
 """Issue 12's acceptance for the control protocol: a hostile crowd on the control socket
 (`benchmarks/control_fuzz.py`: random and malformed JSON lines, deep and huge lines,
 clients that never read, crowds past the client cap, pipelined floods) while protection
-trips arrive on the wire: every trip is still answered (none missed), at p99 within the
-4 ms bound (the slowest is reported; see the assertion for why it is not asserted).
+trips arrive on the wire: every trip is answered (none missed), each within the 4 ms bound
+(the slowest, not a percentile).
 
-The live trip is the veth lab of the wire benchmark (`WireTrip`: the peer in one network
-namespace sends the trip and timestamps the trip acknowledgement coming back from
-`goosectl run` in the other, the breaker simulator on a pty). The same controller is
+The configuration is the one a user deploys for that guarantee: `goosectl run --realtime`
+(SCHED_FIFO, memory locked, the collector only when idle; README "Real-time"). Without it
+the controller waits for a CPU like any process, and on a shared 2-vCPU machine the quiet
+lab's own slowest trip of 1,000 reaches 4-5 ms.
+
+The live trip is the veth lab of the wire benchmark (`WireTrip(realtime=True)`: the peer in
+one network namespace sends the trip and timestamps the trip acknowledgement coming back
+from `goosectl run` in the other, the breaker simulator on a pty). The same controller is
 first measured without the crowd: that is the baseline of the ratio. This asserts a wall
 clock bound, which unit tests never do: it is the issue's explicit acceptance, kept here
-with the benchmarks, and it runs in about a minute (`--short`: about 35 s).
+with the benchmarks, and it runs in about a minute (`--short`: about 35 s). It prints the
+controller's own frame latency (frame read -> acknowledgement sent) beside the wire time:
+a slow trip whose inside is fast was lost outside the controller's frame handling.
 """
 
 from __future__ import annotations
@@ -32,7 +39,7 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
     from controller.runtime.wire_latency import WireTrip
 
     seconds = 15 if short else 30
-    trip = WireTrip()
+    trip = WireTrip(realtime=True)
     sock = trip.tmp / "control.sock"  # the lab's `goosectl run --control`
     missed: list[str] = []
     try:
@@ -80,7 +87,10 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
     print(
         f"\n{len(loud)} trips under fuzz, {len(missed)} missed; max {res.max:.0f} us "
         f"(p50 {res.p50:.0f}, p99 {res.p99:.0f}); idle: max {base.max:.0f} us\n"
-        f"fuzz: {counts}\ncontroller: {control}"
+        f"fuzz: {counts}\ncontroller: {control}\n"
+        f"slowest under fuzz (us): {[round(x / 1000) for x in sorted(loud)[-5:]]}; idle: "
+        f"{[round(x / 1000) for x in sorted(quiet)[-3:]]}\n"
+        f"controller's own frame latency (us): {report.get('frame_latency_us')}"
     )
     assert alive, "the controller died under the fuzz"
     assert not missed, missed
@@ -88,9 +98,8 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
     assert counts.get("lines_sent", 0) > 1000 and control.get("requests.refused", 0) > 100
     for limit in ("control.clients", "control.depth", "control.line", "control.slow"):
         assert control.get(limit, 0) > 0, (limit, control)
-    # The bound is asserted on the p99 of the trips under fuzz, and the slowest is reported:
-    # on this shared 2-vCPU machine the quiet wire benchmark's own slowest of 1,000 trips
-    # reaches 4-5 ms (a woken controller waiting for a CPU), with or without the crowd, so
-    # a max bound here fails on scheduling outside goosectl. `--realtime` (SCHED_FIFO) is
-    # what bounds the max; its loaded benchmark is issue 14's.
-    assert res.p99 < HARD_LIMIT_US, f"trips under fuzz: p99 {res.p99:.0f} us, max {res.max:.0f}"
+    # every trip within the bound: the slowest, not a percentile (issue 12's acceptance)
+    assert res.max < HARD_LIMIT_US, (
+        f"trips under fuzz: max {res.max:.0f} us (p99 {res.p99:.0f}); the controller's own "
+        f"frame latency: {report.get('frame_latency_us')}"
+    )
