@@ -135,7 +135,7 @@ class KernelStats(NamedTuple):
     drops: int = 0
     freeze: int = 0
 
-    def __add__(self, other: object) -> KernelStats:  # type: ignore[override]
+    def __add__(self, other: object) -> KernelStats:
         if not isinstance(other, KernelStats):
             return NotImplemented
         return KernelStats(*(a + b for a, b in zip(self, other, strict=True)))
@@ -149,7 +149,8 @@ def read_kernel_stats(sock: socket.socket) -> KernelStats:
     raw = sock.getsockopt(SOL_PACKET, PACKET_STATISTICS, _STATS3.size)
     if len(raw) >= _STATS3.size:
         return KernelStats(*_STATS3.unpack_from(raw))
-    return KernelStats(*_STATS.unpack_from(raw), 0)
+    packets, drops = _STATS.unpack_from(raw)
+    return KernelStats(packets, drops, 0)
 
 
 class RingLayout(NamedTuple):
@@ -293,6 +294,7 @@ class RxRing:
         nblocks = self.layout.block_nr
         unpack_hdr = _HDR3.unpack_from
         n = 0
+        vlan: VlanTag | None
         while n < limit:
             if self._left == 0:
                 base = self._block * bsize
@@ -334,6 +336,7 @@ class RxRing:
         unpack_hdr = _HDR2.unpack_from
         slot = self._slot
         n = 0
+        vlan: VlanTag | None
         while n < limit:
             base = slots[slot]
             st, length, snap, mac, _, sec, nsec, tci, tpid = unpack_hdr(m, base)

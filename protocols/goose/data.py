@@ -16,6 +16,7 @@ import math
 import struct
 from dataclasses import dataclass, field
 from enum import IntEnum
+from typing import cast
 
 from protocols.goose.errors import BadValue, TypeMismatch
 from protocols.goose.utctime import UtcTime
@@ -171,7 +172,8 @@ class FloatingPoint:
 
     @property
     def value(self) -> float:
-        return struct.unpack(">f" if len(self.raw) == 4 else ">d", self.raw)[0]
+        value: float = struct.unpack(">f" if len(self.raw) == 4 else ">d", self.raw)[0]
+        return value
 
     def __repr__(self) -> str:
         return f"FloatingPoint({self.value!r}, bits={self.bits})"
@@ -276,12 +278,15 @@ Data = (
 
 def _shape(value: object) -> object:
     kind = type(value)
+    # exact types, not isinstance: a subclass is not the same shape
     if kind is Structure or kind is Array:
-        return (value.type_name, tuple(_shape(v) for v in value.items))  # type: ignore[union-attr]
+        seq = cast("Structure | Array", value)
+        return (seq.type_name, tuple(_shape(v) for v in seq.items))
     if kind is BitString or kind is BooleanArray:
-        return f"{value.type_name}/{len(value)}"  # type: ignore[union-attr]
+        bits = cast("BitString | BooleanArray", value)
+        return f"{bits.type_name}/{len(bits)}"
     if kind is FloatingPoint:
-        return f"floating-point/{value.bits}"  # type: ignore[union-attr]
+        return f"floating-point/{cast(FloatingPoint, value).bits}"
     name = getattr(kind, "type_name", None)
     if name is None:
         raise TypeMismatch(f"{kind.__name__} is not a Data value")

@@ -16,6 +16,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from protocols.goose.ber import decode_unsigned, read_length
 from protocols.goose.data import Data
@@ -193,7 +194,7 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
     return GooseHeader(*parse_fields(buf, vlan))
 
 
-def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
+def parse_fields(buf: bytes, vlan: Vlan | None) -> list[Any]:
     """The parse itself, returning GooseHeader's fields in order as a list, so that
     `decode_frame` can build its own model without an intermediate object."""
     if type(buf) is not bytes:
@@ -239,7 +240,7 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
         raise exc.prefix_path("goosePdu") from None
     pdu_end = pos + pdu_len
 
-    vals: list[object] = list(_DEFAULTS)
+    vals: list[Any] = list(_DEFAULTS)  # one slot per goosePdu field, each its own type
     sizes = [0] * _NFIELDS
     unknown: list[UnknownField] = []
     non_canonical: tuple[str, ...] = ()
@@ -292,7 +293,7 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list:
     except GooseError as exc:
         raise exc.prefix_path(name) from None
 
-    ad_start, ad_stop = vals[11]  # type: ignore[misc]
+    ad_start, ad_stop = vals[11]
     vals[11] = buf[ad_start:ad_stop]
     return [
         buf[0:6],

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from protocols.goose.data import (
     Array,
@@ -32,6 +32,9 @@ from protocols.goose.data import (
 )
 from protocols.goose.errors import BadValue, GooseError, TypeMismatch
 from protocols.goose.utctime import UtcTime
+
+if TYPE_CHECKING:  # frame.py imports this module
+    from protocols.goose.frame import GooseFrame
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -230,7 +233,9 @@ def all_data_from_json(obj: object) -> tuple[Data, ...]:
     return _seq_in("allData")(obj)
 
 
-def frame_to_json(frame: Any, *, number: int | None = None, time: float | None = None) -> dict:
+def frame_to_json(
+    frame: GooseFrame, *, number: int | None = None, time: float | None = None
+) -> dict[str, Any]:
     """A GooseFrame -> the `goosectl decode --json` object (keys in the documented order).
 
     ``nonCanonical`` (after allData) lists the unsigned header fields that arrived as
@@ -238,7 +243,7 @@ def frame_to_json(frame: Any, *, number: int | None = None, time: float | None =
     from protocols.goose.frame import mac_str  # import cycle
 
     vlan = frame.vlan
-    obj = {
+    obj: dict[str, Any] = {
         "frame": number,
         "time": time,
         "src": mac_str(frame.src),

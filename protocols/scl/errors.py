@@ -4,6 +4,10 @@ broken element or reference; the rest of the file is still read)."""
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # xmltree imports this module
+    from protocols.scl.xmltree import Node
 
 
 class SclError(Exception):
@@ -38,8 +42,8 @@ class Findings:
         self.items: list[SclFinding] = []
         self._seen: set[tuple[int | None, str, str]] = set()
 
-    def add(self, node, message: str) -> None:
-        """`node` is a `protocols.scl.xmltree.Node` (line and element path) or None."""
+    def add(self, node: Node | None, message: str) -> None:
+        """`node` gives the line and element path; None when there is no element to name."""
         line = node.line if node is not None else None
         path = node.path if node is not None else ""
         key = (line, path, message)

@@ -14,6 +14,7 @@ does not resolve is a finding naming the element; the rest is still resolved.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from protocols.scl.errors import Findings, SclFinding
@@ -90,7 +91,7 @@ class GoCB:
         return self.control.conf_rev
 
     @property
-    def shape(self) -> tuple | None:
+    def shape(self) -> tuple[object, ...] | None:
         """Member types in data_shape form; None without a data set or with an unresolved
         member."""
         if self.members is None or any(m.typed is None for m in self.members):
@@ -361,7 +362,7 @@ def gocb_ref_mms(text: str) -> str:
     return f"{ld}/{ln}$GO${cb}"
 
 
-def _lns(ied: Ied):
+def _lns(ied: Ied) -> Iterator[tuple[AccessPoint, LDevice, LN]]:
     for ap in ied.access_points:
         for ld in ap.ldevices:
             for ln in ld.lns:

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from typing import BinaryIO
+from xml.parsers.expat import XMLParserType
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
@@ -139,7 +140,7 @@ class _Builder:
     xml.etree's per-element name fixing, which costs a third of the parse.
     """
 
-    def __init__(self, expat) -> None:
+    def __init__(self, expat: XMLParserType) -> None:
         self.expat = expat
         self.stack: list[Node] = []
         self.root: Node | None = None

@@ -12,6 +12,7 @@ retry timer.
 from __future__ import annotations
 
 from enum import Enum
+from typing import Any
 
 
 class ErrorKind(Enum):
@@ -81,11 +82,12 @@ class LinkProtocolError(Exception):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({str(self)!r})"
 
-    def __reduce__(self):  # pickling keeps the keyword arguments
+    def __reduce__(self) -> tuple[object, tuple[object, ...]]:
+        # pickling keeps the keyword arguments
         return (_rebuild, (type(self), self.reason, self.__dict__))
 
 
-def _rebuild(cls: type[LinkProtocolError], reason: str, state: dict) -> LinkProtocolError:
+def _rebuild(cls: type[LinkProtocolError], reason: str, state: dict[str, Any]) -> LinkProtocolError:
     err = cls.__new__(cls)
     Exception.__init__(err, reason)
     err.__dict__.update(state)

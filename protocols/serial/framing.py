@@ -29,17 +29,19 @@ MAX_WIRE = MAX_ENCODED + 1  # plus the delimiter: the largest frame on the wire
 
 def cobs_encode(payload: bytes) -> bytes:
     """COBS-encode ``payload`` (no delimiter added)."""
-    return _cobs.encode(payload)
+    encoded: bytes = _cobs.encode(payload)  # the C extension has no type information
+    return encoded
 
 
 def cobs_decode(encoded: bytes | bytearray | memoryview) -> bytes:
     """Decode one COBS block (without its delimiter); raises `BadCobs` with the reason."""
     try:
-        return _cobs.decode(encoded)
+        decoded: bytes = _cobs.decode(encoded)
     except _cobs.DecodeError as exc:
         raise BadCobs(
             f"invalid COBS encoding: {exc}", offset=_first_bad_code(encoded), frame=bytes(encoded)
         ) from None
+    return decoded
 
 
 def _first_bad_code(encoded: bytes | bytearray | memoryview) -> int:
@@ -60,4 +62,5 @@ def _first_bad_code(encoded: bytes | bytearray | memoryview) -> int:
 
 def wrap(payload: bytes) -> bytes:
     """One complete wire frame: COBS(payload) followed by the 0x00 delimiter."""
-    return _cobs.encode(payload) + DELIMITER
+    encoded: bytes = _cobs.encode(payload)
+    return encoded + DELIMITER

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from enum import Enum, IntEnum, IntFlag
 from operator import attrgetter
+from typing import Any
 
 from protocols.serial import crc as _crc
 from protocols.serial.errors import (
@@ -401,7 +402,7 @@ TABLE: tuple[tuple[MsgType, type[Message], Kind, bool, tuple[Field, ...]], ...] 
 
 # Rules across fields of one body, checked by encode and decode like field codes are:
 # (field blamed, predicate over the body values in table order, why it must hold).
-Constraint = tuple[str, Callable[[tuple], bool], str]
+Constraint = tuple[str, Callable[[tuple[Any, ...]], bool], str]
 CONSTRAINTS: Mapping[MsgType, tuple[Constraint, ...]] = {
     MsgType.SET_OUTPUT: (
         ("values", lambda v: v[1] & ~v[0] == 0, "sets bits outside mask (they must be 0)"),
@@ -422,8 +423,8 @@ class MessageSpec:
     size: int  # whole payload including CRC
     offsets: tuple[int, ...]  # payload offset of each body field
     checked: tuple[tuple[int, Mapping[int, object]], ...]  # (field index, allowed codes)
-    get: Callable[[Message], tuple]
-    constraints: tuple[tuple[int, Callable[[tuple], bool], str], ...]
+    get: Callable[[Message], tuple[Any, ...]]
+    constraints: tuple[tuple[int, Callable[[tuple[Any, ...]], bool], str], ...]
 
     @property
     def name(self) -> str:
@@ -449,7 +450,7 @@ def _compile(row: tuple[MsgType, type[Message], Kind, bool, tuple[Field, ...]]) 
     if size > MAX_PAYLOAD:
         raise TypeError(f"{code.name}: payload {size} bytes exceeds MAX_PAYLOAD {MAX_PAYLOAD}")
     if len(names) == 0:
-        get: Callable[[Message], tuple] = lambda _m: ()  # noqa: E731
+        get: Callable[[Message], tuple[Any, ...]] = lambda _m: ()  # noqa: E731
     elif len(names) == 1:
         one = attrgetter(names[0])
         get = lambda m: (one(m),)  # noqa: E731
@@ -555,7 +556,7 @@ def decode_payload(payload: bytes, accept: frozenset[Kind] | None = None) -> Mes
             offset=HEADER_SIZE,
             **head,
         )
-    values = spec.full.unpack_from(payload)
+    values: tuple[Any, ...] | list[Any] = spec.full.unpack_from(payload)
     if spec.checked:
         values = list(values)
         for i, allowed in spec.checked:
@@ -593,7 +594,7 @@ def _nack_detail(err: LinkProtocolError) -> int:
     """The NACK `detail` byte: what the sender needs to fix the frame (see SPEC)."""
     if err.kind is ErrorKind.UNKNOWN_VERSION:
         return VERSION
-    if err.kind is ErrorKind.BAD_LENGTH and err.msg_type in SPECS:
+    if err.kind is ErrorKind.BAD_LENGTH and err.msg_type is not None and err.msg_type in SPECS:
         return SPECS[err.msg_type].body_size
     if err.kind is ErrorKind.BAD_VALUE:
         return err.offset

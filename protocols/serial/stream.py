@@ -23,7 +23,8 @@ Result = Message | LinkProtocolError
 
 def frame(msg: Message) -> bytes:
     """The exact bytes to write for ``msg``: COBS(header + body + CRC) + 0x00."""
-    return _cobs.encode(encode_payload(msg)) + DELIMITER
+    encoded: bytes = _cobs.encode(encode_payload(msg))  # the C extension has no type information
+    return encoded + DELIMITER
 
 
 def decode_frame(encoded: bytes, accept: frozenset[Kind] | None = None) -> Message:
