@@ -1,0 +1,121 @@
+"""The wire trip on a loaded machine: a CPU hog on every core, `goosectl run` default vs
+`--realtime` (issue 14: "with --realtime: max < 4 ms with a CPU hog on every core").
+
+The lab is the wire benchmark's (benchmarks/wire_trip.py, on
+controller.runtime.wire_latency.WireTrip: a peer in one namespace sends the trip on veth,
+`goosectl run` in the other sends TRIP to the simulator over a pty and the trip-ack back;
+the time is peer send -> the kernel's receive stamp of the trip-ack). The load is `stress
+-c`-style: one busy-loop process per CPU, each pinned to its CPU, started before the
+controller and killed by this test whatever happens; the CPU time each got is read back,
+reported, and a hog that did not run (or died) fails the test.
+
+The peer stands for another device (the protection IED on its own hardware), so it is
+not one of the tasks the hogs compete with: it runs SCHED_FIFO 40 (below the controller's
+50) in both runs. Left SCHED_OTHER, it was itself preempted between taking its send time
+and sending (measured: `--realtime` max 18 ms with an ordinary peer, 0.98 ms with a FIFO
+one, same machine, same minute). The simulator stays SCHED_OTHER beside the hogs (its
+time is not in the measurement). Only the controller changes between the runs:
+- default (SCHED_OTHER): one more normal task beside the hogs; a trip frame waits for the
+  scheduler to give it a CPU. Reported (p50/p99/p99.9/max); its tail is the scheduler's,
+  so only the hogs' reality is asserted, not a bound (issue 14 measured p99 5-14 ms, max
+  20 ms there);
+- `--realtime` (SCHED_FIFO 50, mlockall, GC only when idle): the frame preempts a hog the
+  moment it arrives. Asserted: max < 4 ms (REALTIME_MAX_US), and p99 under the hard limit.
+
+Samples: `--realtime` 1,000 trips in --short (its p99 is the 10th slowest; its p99.9 is
+then the slowest, i.e. the max: a p99.9 of its own needs 10,000), default 500 (its trips
+take ~80 ms each under the hogs, and its tail is reported, not asserted); 5,000 each in
+the full run. The two together take ~1.5-2 min in --short.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from benchmarks.percentiles import summarise
+from tests.support.peers import require_root
+
+GROUP = "wire-trip-under-cpu-hogs"
+HARD_LIMIT_US = 4000.0
+#: issue 14 / ARCHITECTURE.md: with --realtime, the slowest trip under a hog per core.
+REALTIME_MAX_US = 4000.0
+#: a hog must get at least this share of its CPU while the trips run, else it did not run.
+#: Not 1: on a machine shared with other work (as here) a hog shares its core with it.
+MIN_HOG_SHARE = 0.02
+#: the peer's priority: above the hogs and the simulator, below `run --realtime` (50).
+PEER_FIFO_PRIORITY = 40
+
+_HOG = "while True: pass"
+
+
+def _cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@contextlib.contextmanager
+def cpu_hogs() -> Iterator[list[subprocess.Popen]]:
+    """One busy-loop process pinned to each CPU this process may use; always killed."""
+    hogs: list[subprocess.Popen] = []
+    try:
+        for cpu in sorted(os.sched_getaffinity(0)):
+            hog = subprocess.Popen([sys.executable, "-S", "-c", _HOG])
+            hogs.append(hog)
+            os.sched_setaffinity(hog.pid, {cpu})
+        yield hogs
+    finally:
+        for hog in hogs:
+            hog.kill()
+        for hog in hogs:
+            hog.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def peer_fifo(priority: int = PEER_FIFO_PRIORITY) -> Iterator[None]:
+    """This process (the peer) SCHED_FIFO for the block; its policy restored after."""
+    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
+    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+    try:
+        yield
+    finally:
+        os.sched_setscheduler(0, policy, param)
+
+
+@pytest.mark.parametrize("realtime", [False, True], ids=["default", "realtime"])
+def test_wire_trip_with_a_cpu_hog_on_every_core(benchmark, short, realtime):
+    require_root()
+    from benchmarks.wire_trip import WireTrip
+
+    n = (1000 if realtime else 500) if short else 5000
+    with cpu_hogs() as hogs:
+        trip = WireTrip(realtime=realtime)
+        try:
+            start, used0 = time.monotonic(), [_cpu_seconds(h.pid) for h in hogs]
+            with peer_fifo():
+                times = [trip.sample() for _ in range(n)]
+            wall = time.monotonic() - start
+            shares = [(_cpu_seconds(h.pid) - u) / wall for h, u in zip(hogs, used0, strict=True)]
+            alive = all(h.poll() is None for h in hogs)
+        finally:
+            trip.close()
+    name = f"wire trip, a CPU hog per core, run {'--realtime' if realtime else '(default)'}"
+    res = summarise(name, GROUP, times)
+    benchmark.extra_info.update(res.as_dict())
+    benchmark.extra_info["hog_cpu_share"] = [round(s, 2) for s in shares]
+    benchmark.extra_info["seconds"] = round(wall, 1)
+    benchmark.pedantic(lambda: None, rounds=1)
+    numbers = (
+        f"{name}: p50 {res.p50:.0f} us, p99 {res.p99:.0f} us, p99.9 {res.p999:.0f} us, "
+        f"max {res.max:.0f} us (n {res.n}); hogs' CPU share {[round(s, 2) for s in shares]}"
+    )
+    assert alive and min(shares) >= MIN_HOG_SHARE, "a hog did not run: " + numbers
+    if realtime:
+        assert res.p99 < HARD_LIMIT_US and res.max < REALTIME_MAX_US, numbers
