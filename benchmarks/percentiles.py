@@ -73,16 +73,24 @@ def summarise(name: str, group: str, times_ns: list[int] | list[float]) -> Perce
 
 
 def sample_calls(
-    fn: Callable[[], object], n: int, *, name: str, group: str, warmup: int = 1000
+    fn: Callable[[], object],
+    n: int,
+    *,
+    name: str,
+    group: str,
+    warmup: int = 1000,
+    keep_gc: bool = False,
 ) -> Percentiles:
-    """Call ``fn`` n times, timing each call; GC is disabled while sampling (and said so)."""
+    """Call ``fn`` n times, timing each call; GC is disabled while sampling (and said so),
+    unless ``keep_gc``: a budget is asserted as production runs, collections included."""
     for _ in range(warmup):
         fn()
     overhead = _timer_overhead_ns()
     clock = time.perf_counter_ns
     out = [0] * n
     gc_was = gc.isenabled()
-    gc.disable()
+    if not keep_gc:
+        gc.disable()
     try:
         for i in range(n):
             a = clock()

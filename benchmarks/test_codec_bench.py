@@ -166,6 +166,28 @@ def test_decode_side_by_side(which: str, benchmark, samples: int, short: bool) -
             assert scapy.p50 >= 3 * dec.p50, f"only {scapy.p50 / dec.p50:.1f}x faster than scapy"
 
 
+#: ARCHITECTURE.md, performance budget: goosePdu decode, 16-entry data set, p99.
+DECODE_BUDGET_P99_US = 20.0
+
+
+def test_decode_budget_16_entries(benchmark, samples: int) -> None:
+    """The budget row, asserted as production decodes: the full decode of frame (a) (a new
+    state's allData, 16 entries), the garbage collector on; 20,000 single decodes in
+    --short, so the p99 is the 200th slowest."""
+    raw = frame_a()
+    assert len(decode_frame(raw).all_data) == 16
+    res = sample_calls(
+        lambda: decode_frame(raw), samples, name="codec.decode_frame (GC on)",
+        group="decode/budget a_flat16", keep_gc=True,
+    )  # fmt: skip
+    benchmark.extra_info.update(res.as_dict())
+    benchmark.pedantic(lambda: None, rounds=1)
+    assert res.p99 <= DECODE_BUDGET_P99_US, (
+        f"decode of 16 entries: p99 {res.p99:.1f} us > budget {DECODE_BUDGET_P99_US} us "
+        f"(p50 {res.p50:.1f} us, n {res.n}, GC on)"
+    )
+
+
 @pytest.mark.parametrize("which", list(FRAMES))
 def test_encode_side_by_side(which: str, benchmark, samples: int, short: bool) -> None:
     raw = FRAMES[which]()

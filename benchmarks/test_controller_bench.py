@@ -1,13 +1,23 @@
 """The product's bound: transition latency, frame in -> effects out, side by side with floors.
 
 1. in process: trip frame bytes in -> TRIP command bytes for the serial port, and -> the
-   trip-acknowledged GOOSE frame bytes built (controller.runtime.latency.TripBench);
+   trip-acknowledged GOOSE frame bytes built (controller.runtime.latency.TripBench), with
+   the bay journal and its writer thread on and the garbage collector on, as `run` has them;
 2. on the wire (root): a peer in another namespace sends the trip on veth; `goosectl run`
    sends TRIP to the simulator over a pty; the trip-acknowledged frame comes back on the
-   wire; timestamps at the peer (controller.runtime.wire_latency.WireTrip), also with 50
-   other streams arriving at 5,000 frames/s in total;
-3. the floors in the same run: the raw-socket echo round trip and the pty round trip.
-The suite fails if p99 of (1) or (2) exceeds 4 ms (targets: 200 us and 1 ms).
+   wire; timestamps at the peer (controller.runtime.wire_latency.WireTrip), also with
+   `run --spin` and with 50 other streams arriving at 5,000 frames/s in total;
+3. the references, measured in the same test as each wire case, between two fresh
+   namespaces on veth: the raw AF_PACKET echo (a Python echo peer, the kernel's floor) and
+   libiec61850's own GOOSE ping-pong in C (controller.runtime.iec61850_pingpong: its
+   publisher in one namespace, its subscriber answering by publishing in the other); and
+   the pty round trip.
+
+Asserted (ARCHITECTURE.md, performance budget): in process p99 <= 200 us
+(IN_PROCESS_BUDGET_P99_US, 1,000 trips in --short); on the wire p99 <= 500 us and p50 <=
+3x the raw echo's p50 (WIRE_BUDGET_P99_US, WIRE_BUDGET_X_RAW_ECHO_P50; 1,000 trips), and
+the 4 ms hard limit everywhere. The wire budget is not met yet (issue 14): these tests fail
+until it is, and their messages carry the numbers and both ratios.
 """
 
 from __future__ import annotations
@@ -17,13 +27,22 @@ import json
 import pytest
 
 from benchmarks.percentiles import ratio, summarise
+from controller.runtime import iec61850_pingpong
 from controller.runtime.floors import pty_round_trips
 from controller.runtime.latency import TripBench
 from controller.runtime.wire_floor import WireFloor
-from tests.support.peers import require_root
+from tests.support.peers import require_binary, require_iec61850, require_root
 
 HARD_LIMIT_US = 4000.0
+#: ARCHITECTURE.md: frame in -> serial command out (in process), p99.
+IN_PROCESS_BUDGET_P99_US = 200.0
+#: ARCHITECTURE.md: frame on wire in -> frame on wire out (veth), p99.
+WIRE_BUDGET_P99_US = 500.0
+#: ARCHITECTURE.md: ... and at most this many raw AF_PACKET echoes at p50.
+WIRE_BUDGET_X_RAW_ECHO_P50 = 3.0
 GROUP = "transition-latency"
+PINGPONG = "reference: libiec61850 C ping-pong (publish -> subscriber publishes back)"
+RAW_ECHO = "floor: raw-socket echo round trip"
 
 
 @pytest.fixture(scope="module")
@@ -33,9 +52,13 @@ def floors(short):
     return {"pty": pty}
 
 
-def test_in_process_trip(benchmark, short, floors):
-    bench = TripBench()
-    s = bench.sample(200 if short else 3000)
+def test_in_process_trip(benchmark, short, floors, tmp_path):
+    bench = TripBench(journal=tmp_path / "bay.sqlite")
+    try:
+        s = bench.sample(1000 if short else 5000)  # a p99 rests on >= 1,000 trips
+    finally:
+        bench.close()
+    assert bench.journal_rows > 0, "the journal was meant to be on and committed nothing"
     serial = ratio(
         summarise("in process: trip frame -> TRIP bytes", GROUP, s.to_serial), floors["pty"]
     )
@@ -43,20 +66,28 @@ def test_in_process_trip(benchmark, short, floors):
         summarise("in process: trip frame -> trip-ack frame built", GROUP, s.to_ack_frame),
         floors["pty"],
     )
-    benchmark.extra_info.update({"to_serial": serial.as_dict(), "to_ack": ack.as_dict()})
+    benchmark.extra_info.update(
+        {"to_serial": serial.as_dict(), "to_ack": ack.as_dict(), "journal_rows": bench.journal_rows}
+    )
     benchmark.pedantic(lambda: None, rounds=1)
-    assert serial.p99 < HARD_LIMIT_US and ack.p99 < HARD_LIMIT_US
+    assert ack.p99 < HARD_LIMIT_US, f"trip-ack built: p99 {ack.p99:.0f} us"
+    assert serial.p99 <= IN_PROCESS_BUDGET_P99_US, (
+        f"in process trip frame -> TRIP bytes: p99 {serial.p99:.0f} us > budget "
+        f"{IN_PROCESS_BUDGET_P99_US:.0f} us (p50 {serial.p50:.0f} us, n {serial.n}, "
+        f"journal and GC on)"
+    )
 
 
 @pytest.mark.parametrize(("load_fps", "spin"), [(0, False), (0, True), (5000, False)])
 def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     require_root()
+    require_iec61850()
+    require_binary("gcc", "gcc")  # builds the libiec61850 reference against the wheel
     n = 1000 if short else 5000  # a p99 needs >= 1,000 samples (one in a hundred is the tail)
     with WireFloor() as wf:
-        wire_floor = summarise(
-            "floor: raw-socket echo round trip", GROUP, wf.sample(2000 if short else 20000)
-        )
-    from controller.runtime.wire_latency import WireTrip
+        echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
+    lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
+    from benchmarks.wire_trip import WireTrip
 
     trip = WireTrip(load_fps=load_fps, spin=spin)
     try:
@@ -73,8 +104,21 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
         + (" (run --spin)" if spin else "")
     )
     res = summarise(name, GROUP, times)
-    ratio(res, wire_floor)
-    ratio(res, floors["pty"])
+    for ref in (echo, lib, floors["pty"]):
+        ratio(res, ref)
     benchmark.extra_info.update(res.as_dict())
+    benchmark.extra_info["raw_echo"] = echo.as_dict()
+    benchmark.extra_info["libiec61850_pingpong"] = lib.as_dict()
     benchmark.pedantic(lambda: None, rounds=1)
-    assert res.p99 < HARD_LIMIT_US, f"{name}: p99 {res.p99:.0f} us; goosectl's own: {inside}"
+    numbers = (
+        f"{name}: p50 {res.p50:.0f} us, p99 {res.p99:.0f} us, max {res.max:.0f} us (n {res.n}); "
+        f"raw echo p50 {echo.p50:.0f} us ({res.p50 / echo.p50:.1f}x), libiec61850 ping-pong "
+        f"p50 {lib.p50:.0f} us ({res.p50 / lib.p50:.1f}x); goosectl's own: {inside}"
+    )
+    assert res.p99 < HARD_LIMIT_US, numbers
+    assert res.p99 <= WIRE_BUDGET_P99_US, f"over the p99 budget {WIRE_BUDGET_P99_US:.0f} us: " + (
+        numbers
+    )
+    assert res.p50 <= WIRE_BUDGET_X_RAW_ECHO_P50 * echo.p50, (
+        f"over {WIRE_BUDGET_X_RAW_ECHO_P50:.0f}x the raw echo at p50: " + numbers
+    )

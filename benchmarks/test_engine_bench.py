@@ -211,3 +211,42 @@ def test_dispatch_with_journal(benchmark, samples, tmp_path, durability):
     benchmark.pedantic(one, rounds=50, iterations=20)
     journal.close()
     assert res.p99 < BUDGET_P99_US or durability == "sync"
+
+
+#: ARCHITECTURE.md, performance budget: engine dispatch, one transition.
+DISPATCH_BUDGET_P50_US = 1.5
+DISPATCH_BUDGET_P99_US = 5.0
+
+
+def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
+    """The budget row, asserted as `goosectl run` dispatches: each transition recorded in
+    the bay journal (`group`, flushed to the writer thread, `LiveJournals` as run opens
+    it), the garbage collector on, 20,000 single dispatches in --short (p99: the 200th
+    slowest). The 10-state ring with a guard and an action per transition."""
+    from controller.runtime.journal_writer import LiveJournals
+
+    group = "engine-dispatch/budget (journal+writer, GC on)"
+    eng = engine_ring()
+    journals = LiveJournals(tmp_path / "bay.sqlite", None)
+    journal = journals.bay
+    t = [0]
+    dispatch, record, maybe_flush = eng.dispatch, journal.record, journal.maybe_flush
+
+    def one():
+        t[0] += 20_000  # 50,000 events/s of virtual time
+        now = t[0]
+        step = dispatch("next", now)
+        record(eng, step, now)
+        maybe_flush(now)
+
+    try:
+        res = sample_calls(one, samples, name="ring10 dispatch+journal", group=group, keep_gc=True)
+    finally:
+        journals.close()
+    assert journals.writer.committed_rows >= samples, "the journal was meant to be on"
+    benchmark.extra_info.update(res.as_dict())
+    benchmark.pedantic(lambda: None, rounds=1)
+    assert res.p50 <= DISPATCH_BUDGET_P50_US and res.p99 <= DISPATCH_BUDGET_P99_US, (
+        f"dispatch p50 {res.p50:.2f} us (budget {DISPATCH_BUDGET_P50_US}), p99 {res.p99:.2f} us "
+        f"(budget {DISPATCH_BUDGET_P99_US}), n {res.n}, journal and GC on"
+    )
