@@ -246,7 +246,8 @@ class ToolRunner:
                 self.done(e, now_ns, "ok", f"position {want}")
             elif kind == "goose":
                 report: FrameClassified = what[1]
-                names = self.bay.stream_names.get(report.stream, ())
+                # the stream's label and goCbRef (a procedure names it by either)
+                names = self.bay._names_of(report.stream)
                 if want.stream not in names:
                     continue
                 value = member_value(report.values, want.member, [])

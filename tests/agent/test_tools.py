@@ -278,3 +278,56 @@ def test_a_restored_session_whose_text_fails_today_s_checks_fails_that_step_only
     assert rig2.executed("CLOSE") == 1 and rig2.bay.bay.state == "closed"
     assert st["outcome"] == "failed" and st["text"] == "close not verified"
     assert st["results"][1]["error"] == "bad arguments for wait_device: position: Field required"
+
+
+WAIT_CILO = """\
+name: wait_permit
+start: wait
+steps:
+  wait: {tool: wait_goose, args: {stream: bay2-cilo, value: true}, timeout_ms: 5000,
+         next: done}
+  done: {tool: note, args: {text: "bay 2 permits"}}
+"""
+
+
+def test_wait_goose_ends_when_the_stream_delivers_the_value(folder):
+    """Real frames from bay 2's interlock publisher (goosectl's own) into the bay."""
+    from controller.goose.config import GooseConfig
+    from controller.goose.effects import SendFrame
+    from controller.goose.hub import GooseHub
+    from controller.runtime.loop import VirtualWire
+    from controller.runtime.scenario import CILO, EPOCH, publishers_config
+    from firmware_sim.core import Firmware
+    from protocols.goose import Boolean
+
+    ms = 1_000_000
+    (folder / "wait_permit.yaml").write_text(WAIT_CILO)
+    bay = BayController(load_config(DEFAULT_CONFIG, ControllerConfig), EPOCH)
+    service = AgentService(FolderPlanner(folder))
+    host = AgentBay(bay, service)
+    wire = VirtualWire(host, Firmware(now_ns=EPOCH), start_ns=EPOCH)
+    ieds = GooseHub(GooseConfig(publishers=publishers_config().publishers))
+
+    def deliver(effects) -> None:
+        for e in effects:
+            if type(e) is SendFrame:
+                bay.frame(e.data, "A", wire.now_ns)
+        host.round(wire.now_ns)
+
+    bay.start(EPOCH)
+    host.opened(EPOCH)
+    wire.run_until(EPOCH + 100 * ms)
+    deliver(ieds.start(wire.now_ns, wire.now_ns))
+
+    def cilo(permit: bool) -> None:
+        ieds.runner.feed(f"pub:{CILO}", "publish", wire.now_ns, ((Boolean(permit),), wire.now_ns))
+        deliver(ieds.drain())
+        wire.run_until(wire.now_ns + 10 * ms)
+
+    cilo(False)
+    assert host.handle({"op": "run", "procedure": "wait_permit"}, wire.now_ns)["ok"]
+    cilo(False)  # a delivered frame with another value: still waiting
+    assert service.status("s1")["state"] == "waiting_for_tool"
+    cilo(True)
+    st = service.status("s1")
+    assert st["outcome"] == "done" and st["results"][0]["detail"] == "bay2-cilo = True"
