@@ -149,14 +149,15 @@ def test_sigkill_at_random_points_then_resume(tmp_path, durability):
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,
         )
-        # The crash point is the behaviour under test, not a wait: SIGKILL lands wherever
-        # the run has got to a random 0-0.4 s (seeded) after it committed its first new
-        # row, so every attempt makes progress however long the interpreter takes to
-        # start on a loaded machine.
+        # The crash point is the behaviour under test, not a wait: SIGKILL lands once the
+        # run has committed a random number (seeded) of new rows, wherever it then is, so
+        # every attempt makes progress however slowly this machine starts an interpreter
+        # or syncs a disk (a kill at a random *time* let a loaded box, fsyncing 1,500
+        # inputs slowly, use up the 40 attempts before the run could finish).
         before = _committed(db)
-        while proc.poll() is None and _committed(db) <= before:
-            time.sleep(0.005)
-        time.sleep(rnd.uniform(0.0, 0.4))
+        want = before + rnd.randint(1, len(ref_rows) // 8)
+        while proc.poll() is None and _committed(db) < want:
+            time.sleep(0.002)
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             proc.wait()
