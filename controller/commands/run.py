@@ -298,6 +298,7 @@ def run(args: argparse.Namespace) -> int:
                 "tx": {"refused": live.live.tx_refused, "superseded": live.live.tx_superseded},
                 "counters": dict(live.status.counts),
                 "frame_latency_us": percentiles(list(live.live.latencies)),
+                "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
                 "goose": bay.hub.counters(),
                 "journal": journals.report(),
                 "stderr": stderr.status(),

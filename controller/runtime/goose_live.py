@@ -192,6 +192,11 @@ class LiveGoose:
         self.last_latency_ns: int | None = None
         #: every frame's handling time (ns), the last 100,000 (status view, reports)
         self.latencies: deque[int] = deque(maxlen=100_000)
+        #: for each frame that made the controller send something: from the kernel's
+        #: receive stamp to its last send returning (ns), the last 100,000. Unlike
+        #: `latencies` it includes the wake-up (and any earlier frame of the same batch),
+        #: so a slow trip is told apart from a controller scheduled late
+        self.stamp_latencies: deque[int] = deque(maxlen=100_000)
         #: called right after a frame is handled, before its frames are sent: the serial
         #: port's shell writes a TRIP here, ahead of the GOOSE frames the same frame caused
         self.on_output: list[Callable[[int], None]] = []
@@ -379,10 +384,13 @@ class LiveGoose:
                         if on_effects:
                             on_effects(out)
                     continue
+                # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
+                offset = time.time_ns() - clock()
                 for rx in batch:
                     t_in = clock()
                     tag = rx.vlan
                     vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
+                    sent_before = self.sent
                     try:
                         out = hub.frame(rx.frame, side, t_in, vlan)
                     except Exception as exc:
@@ -391,8 +399,11 @@ class LiveGoose:
                         hook(t_in)
                     if out:
                         out += self.execute(out, t_in)
-                    self.last_latency_ns = clock() - t_in
+                    t_out = clock()
+                    self.last_latency_ns = t_out - t_in
                     self.latencies.append(self.last_latency_ns)
+                    if rx.ts_ns and out and self.sent != sent_before:
+                        self.stamp_latencies.append(t_out + offset - rx.ts_ns)
                     self.frames += 1
                     number += 1
                     if on_frame:
