@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 from controller.engine.effects import CancelTimer, Effect, StartTimer
 from controller.engine.machine import Machine
@@ -63,10 +63,11 @@ class Bus:
     def _effects(self, name: str, effects: list[Effect], now_ns: int) -> None:
         for e in effects:
             t = type(e)
-            if t is StartTimer:
-                self.timers.arm(name, e.name, now_ns + e.after_ns, e.event, e.payload)
+            if t is StartTimer:  # exact types (a dict of handlers is keyed the same way)
+                st = cast(StartTimer, e)
+                self.timers.arm(name, st.name, now_ns + st.after_ns, st.event, st.payload)
             elif t is CancelTimer:
-                self.timers.cancel(name, e.name)
+                self.timers.cancel(name, cast(CancelTimer, e).name)
             else:
                 handler = self.handlers.get(t)
                 if handler is not None:

@@ -22,7 +22,7 @@ def _replace(_old: Any, new: Any) -> Any:
     return new
 
 
-def _append(old: Any, new: Any) -> tuple:
+def _append(old: Any, new: Any) -> tuple[Any, ...]:
     return (*(old or ()), new)
 
 
@@ -50,7 +50,9 @@ REDUCERS: dict[str, ReducerFn] = {
 }
 
 
-def initial_context(fields: Mapping[str, FieldSpec], overrides: Mapping[str, Any]) -> dict:
+def initial_context(
+    fields: Mapping[str, FieldSpec], overrides: Mapping[str, Any]
+) -> dict[str, Any]:
     ctx = {name: spec.default for name, spec in fields.items()}
     for name, spec in fields.items():
         if ctx[name] is None and spec.reducer in _EMPTY:
@@ -63,8 +65,8 @@ def initial_context(fields: Mapping[str, FieldSpec], overrides: Mapping[str, Any
 
 
 def apply_updates(
-    ctx: dict, updates: Mapping[str, Any], reducers: Mapping[str, ReducerFn], who: str
-) -> dict:
+    ctx: dict[str, Any], updates: Mapping[str, Any], reducers: Mapping[str, ReducerFn], who: str
+) -> dict[str, Any]:
     new = dict(ctx)
     for k, v in updates.items():
         fn = reducers.get(k)
@@ -76,7 +78,7 @@ def apply_updates(
     return new
 
 
-def normalise_restored(ctx: dict, fields: Mapping[str, FieldSpec]) -> dict:
+def normalise_restored(ctx: dict[str, Any], fields: Mapping[str, FieldSpec]) -> dict[str, Any]:
     """JSON turns tuples into lists: give append fields their tuple back after a restore."""
     out = dict(ctx)
     for name, spec in fields.items():

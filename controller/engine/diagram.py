@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from controller.engine.spec import MachineSpec, TransitionSpec
 from controller.engine.validate import expand_sources
@@ -19,7 +19,7 @@ def _label(t: TransitionSpec, outcome: str | None = None) -> str:
     return " ".join(parts)
 
 
-def _edges(spec: MachineSpec):
+def _edges(spec: MachineSpec) -> Iterator[tuple[str, str, str]]:
     for t in spec.transitions:
         for src in expand_sources(spec, t.sources()):
             target = t.target_from(src)

@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from controller import __version__
+from controller.engine.effects import Effect
 from controller.engine.machine import Machine, Step
 
 Durability = Literal["sync", "group", "step", "memory"]
@@ -99,8 +100,14 @@ SELF = "journal"
 #: The meta key naming the goosectl version that last opened the journal for writing.
 SOFTWARE_KEY = "journal.software"
 
+#: A journal row as recorded: (seq, time ns, machine, event, source, target, the step's
+#: effects (a digest when committed) or the journal's own detail text, table, version, input)
+Row = tuple[int, int, str, str, str, str, list[Effect] | str, str, str, int | None]
+#: A checkpoint as taken: (machine, seq, input, snapshot, armed timers)
+Checkpoint = tuple[str, int, int | None, dict[str, Any], list[dict[str, Any]]]
 
-def effects_digest(effects: list | str) -> str:
+
+def effects_digest(effects: list[Effect] | str) -> str:
     """A short, stable fingerprint of a step's effects (their reprs are deterministic).
 
     The journal's own rows carry their detail as text instead, stored as it is."""
@@ -135,8 +142,8 @@ class Batch:
     (effects still objects, digested by whoever commits), each touched machine's snapshot and
     armed timers as they are now, meta values already JSON."""
 
-    rows: list[tuple]
-    checkpoints: list[tuple]
+    rows: list[Row]
+    checkpoints: list[Checkpoint]
     meta: dict[str, str]
     #: the machines behind `checkpoints`: a dropped batch gives them back to the next one
     dirty: dict[str, tuple[Machine, int | None]] = field(default_factory=dict)
@@ -302,7 +309,7 @@ class Journal:
         self.store = JournalStore(self.db, self.path)
         self.interval_ns = int(interval_ms * 1_000_000)
         self.batch = batch
-        self._pending: list[tuple] = []
+        self._pending: list[Row] = []
         self._dirty: dict[str, tuple[Machine, int | None]] = {}
         self._last_flush_ns: int | None = None
         self._last_ns = 0
@@ -313,7 +320,7 @@ class Journal:
         self.flushes = 0
         #: Who owns the armed timers (the runner's heap): asked at flush time, so a checkpoint
         #: holds the timers exactly as they were after the machine's last recorded step.
-        self.timer_source: Callable[[str], list] = lambda _machine: []
+        self.timer_source: Callable[[str], list[dict[str, Any]]] = lambda _machine: []
         #: the writer of a `group` journal (None: commits inline), see `attach`
         self.sink: Sink | None = None
         #: called after every inline commit (a WAL syncer's kick)
@@ -321,7 +328,7 @@ class Journal:
         #: rows dropped because the writer was full, since the journal was opened
         self.lost_rows = 0
         #: the loss not yet recorded: [rows, first seq, last seq, first ns, last ns, why]
-        self._loss: list | None = None
+        self._loss: list[Any] | None = None
         self._health_seen = 0
         self._deferred = False
         if self.alarm is not None:
@@ -405,7 +412,7 @@ class Journal:
         With a writer attached it also notices the writer's health (see `alarm`)."""
         sink = self.sink
         if sink is not None and sink.version != self._health_seen:
-            self._watch(now_ns)
+            self._watch(sink, now_ns)
         if self.durability == "step" or (not self._pending and not self._dirty):
             return False
         if self._last_flush_ns is None:
@@ -425,7 +432,7 @@ class Journal:
         refuses raises `JournalIOError` and keeps everything for the next flush."""
         noted = None
         if self._loss is not None and self.sink is not None:
-            noted = self._note_loss(now_ns)
+            noted = self._note_loss(self._loss, now_ns)
         batch = self._take()
         if batch is None:
             return
@@ -494,7 +501,7 @@ class Journal:
         self._dirty = {**batch.dirty, **self._dirty}
         self._meta = {**batch.meta, **self._meta}
 
-    def _drop(self, batch: Batch, noted: tuple | None) -> None:
+    def _drop(self, batch: Batch, noted: Row | None) -> None:
         """The writer is full: count the transition rows and let them go. Kept for the next
         batch: the checkpoints (taken again from the live machines), the meta and the
         journal's own rows, except a `rows_lost` row, which is written again, updated,
@@ -518,8 +525,8 @@ class Journal:
             # the rows_lost row's own number stays unused: inside the range it will name
             self._loss[2] = max(self._loss[2], noted[0])
 
-    def _note_loss(self, now_ns: int | None) -> tuple:
-        n, first_seq, last_seq, first_ns, last_ns, why = self._loss
+    def _note_loss(self, loss: list[Any], now_ns: int | None) -> Row:
+        n, first_seq, last_seq, first_ns, last_ns, why = loss
         return self._note(
             "rows_lost",
             f"seq {first_seq}-{last_seq}",
@@ -528,7 +535,7 @@ class Journal:
             now_ns,
         )
 
-    def _note(self, event: str, source: str, target: str, detail: str, now_ns: int | None) -> tuple:
+    def _note(self, event: str, source: str, target: str, detail: str, now_ns: int | None) -> Row:
         """One of the journal's own rows (machine `journal`), numbered like any other."""
         self.seq += 1
         t = self._last_ns if now_ns is None else now_ns
@@ -536,9 +543,9 @@ class Journal:
         self._pending.append(row)
         return row
 
-    def _watch(self, now_ns: int) -> None:
+    def _watch(self, sink: Sink, now_ns: int) -> None:
         """Turn a change of the writer's health into a row and the `alarm` attribute."""
-        version, why = self.sink.health()
+        version, why = sink.health()
         if version == self._health_seen:
             return
         self._health_seen = version
@@ -607,7 +614,7 @@ class Journal:
         """Every journal row (flushing first), optionally of one machine."""
         self._committed()
         sql = "SELECT * FROM journal"
-        args: tuple = ()
+        args: tuple[str, ...] = ()
         if machine is not None:
             sql += " WHERE machine = ?"
             args = (machine,)

@@ -71,7 +71,8 @@ class _LimitedLoader(yaml.SafeLoader):
         if self.check_event(yaml.AliasEvent):
             self.aliases += 1
             if self.aliases > self.limits.max_aliases:
-                mark = self.peek_event().start_mark
+                # types-PyYAML leaves Parser.peek_event unannotated
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise _LimitError(
                     "max_aliases",
                     self.limits.max_aliases,
@@ -82,7 +83,8 @@ class _LimitedLoader(yaml.SafeLoader):
         self.depth += 1
         try:
             if self.depth > self.limits.max_depth:
-                mark = self.peek_event().start_mark
+                # types-PyYAML leaves Parser.peek_event unannotated
+                mark = self.peek_event().start_mark  # type: ignore[no-untyped-call]
                 raise _LimitError(
                     "max_depth",
                     self.limits.max_depth,
@@ -246,10 +248,10 @@ def parse_document(
     except RecursionError:
         # the TOML and JSON parsers recurse per nesting level; the text is under
         # max_bytes, so only nesting can get here
-        exc = _LimitError(
+        too_deep = _LimitError(
             "max_depth", limits.max_depth, f"nesting deeper than {limits.max_depth}", None
         )
-        raise TableError([_limit_finding(source, exc)]) from None
+        raise TableError([_limit_finding(source, too_deep)]) from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         line = mark.line + 1 if mark else None

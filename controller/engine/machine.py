@@ -9,6 +9,7 @@ transitions taken (for the journal) and the effects to execute.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +23,7 @@ from controller.engine.effects import Effect, Raise, StartTimer
 from controller.engine.registry import Event
 
 if TYPE_CHECKING:
-    from controller.engine.table import Table
+    from controller.engine.table import DynTimer, Row, Table
 
 NS_PER_MS = 1_000_000
 #: Events raised by actions within one dispatch; more means the table loops on itself.
@@ -84,7 +85,7 @@ class Machine:
         self.started = False
 
     @property
-    def ctx(self) -> MappingProxyType:
+    def ctx(self) -> MappingProxyType[str, Any]:
         """Read-only view of the context; it changes only through dispatch."""
         return self._view
 
@@ -109,7 +110,7 @@ class Machine:
         if not self.started:
             raise EngineError(f"{self.id}: dispatch before start()")
         state = self.state
-        rows = self._rows.get(event)
+        rows: tuple[Row, ...] | None = self._rows.get(event)
         step = Step(state)
         if rows is None:
             return self._unhandled(state, event, "no transition for this event", step)
@@ -119,7 +120,7 @@ class Machine:
         queue: list[Raise] | None = None
         chain = 0
         while True:
-            row = None
+            row: Row | None = None
             for r in rows:
                 g = r.guard
                 if g is None or bool(g(view, ev)) is not r.negate:
@@ -158,20 +159,24 @@ class Machine:
                 state = row.target
             if not queue:
                 break
-            chain += 1
-            if chain > MAX_CHAIN:
-                raise EngineError(f"{self.id}: more than {MAX_CHAIN} raised events in one step")
-            raised = queue.pop(0)
-            ev = Event(raised.event, raised.payload, now_ns)
-            rows = self.table.rows[state].get(raised.event)
+            # the next raised event this state has rows for; one it has none for is ignored
+            # (policy `ignore`, counted) or rejected
+            rows = None
+            while queue:
+                chain += 1
+                if chain > MAX_CHAIN:
+                    raise EngineError(f"{self.id}: more than {MAX_CHAIN} raised events in one step")
+                raised = queue.pop(0)
+                rows = self.table.rows[state].get(raised.event)
+                if rows is not None:
+                    ev = Event(raised.event, raised.payload, now_ns)
+                    break
+                if not self.table.ignore_unhandled:
+                    raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")
+                step.ignored += 1
+                self.ignored[raised.event] += 1
             if rows is None:
-                if self.table.ignore_unhandled:
-                    step.ignored += 1
-                    self.ignored[raised.event] += 1
-                    if not queue:
-                        break
-                    continue
-                raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")
+                break
         # commit (inlined: this is the hot path)
         if ctx is not self._ctx:
             self._ctx = ctx
@@ -183,7 +188,14 @@ class Machine:
         self.transitions_total += len(step.transitions)
         return step
 
-    def _apply(self, result, ctx, view, queue, effects):
+    def _apply(
+        self,
+        result: Any,
+        ctx: dict[str, Any],
+        view: MappingProxyType[str, Any],
+        queue: list[Raise] | None,
+        effects: list[Effect],
+    ) -> tuple[dict[str, Any], MappingProxyType[str, Any], list[Raise] | None]:
         """Fold one action's result into (context, view, raise queue, effects)."""
         items = result if type(result) is list or type(result) is tuple else (result,)
         for r in items:
@@ -215,7 +227,7 @@ class Machine:
         step.ignored = 1
         return step
 
-    def _commit(self, state: str, ctx: dict, step: Step) -> None:
+    def _commit(self, state: str, ctx: dict[str, Any], step: Step) -> None:
         if ctx is not self._ctx:
             self._ctx = ctx
             self._view = MappingProxyType(ctx)
@@ -225,9 +237,10 @@ class Machine:
         step.state = state
         self.transitions_total += len(step.transitions)
 
-    def _enter_only(self, state: str, now_ns: int, step: Step) -> dict:
+    def _enter_only(self, state: str, now_ns: int, step: Step) -> dict[str, Any]:
         ev = Event("__enter__", None, now_ns)
-        ctx, view, queue = self._ctx, self._view, None
+        ctx, view = self._ctx, self._view
+        queue: list[Raise] | None = None
         for fn in self.table.entry[state]:
             ctx, view, queue = self._apply(fn(view, ev), ctx, view, queue, step.effects)
         if queue:
@@ -275,7 +288,7 @@ class Machine:
         return [*starts, *_dynamic_timers(dyn, self._ctx)]
 
 
-def _dynamic_timers(dyn: tuple, ctx: dict) -> list[StartTimer]:
+def _dynamic_timers(dyn: tuple[DynTimer, ...], ctx: Mapping[str, Any]) -> list[StartTimer]:
     out = []
     for name, field, event in dyn:
         ms = ctx.get(field)

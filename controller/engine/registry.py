@@ -17,10 +17,10 @@ import importlib.machinery
 import re
 import site
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, TypeVar, overload
 
 Kind = Literal["guard", "action", "router"]
 
@@ -31,6 +31,16 @@ class Event(NamedTuple):
     name: str
     payload: Any
     time_ns: int
+
+
+#: The read-only context a guard, action or router sees.
+Ctx = Mapping[str, Any]
+Guard = Callable[[Ctx, Event], bool]
+#: An action returns None, a dict of context updates, an Effect, a Raise, or a sequence of those.
+Action = Callable[[Ctx, Event], Any]
+Router = Callable[[Ctx, Event], str]
+
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 @dataclass(frozen=True)
@@ -48,21 +58,41 @@ class Registry:
     name: str
     entries: dict[str, Entry] = field(default_factory=dict)
 
-    def _add(self, kind: Kind, name: str | None, fn: Callable, **kw: Any) -> Callable:
+    def _add(self, kind: Kind, name: str | None, fn: _F, **kw: Any) -> _F:
         self.entries[name or fn.__name__.rstrip("_")] = Entry(kind, fn, **kw)
         return fn
 
-    def guard(self, fn: Callable | None = None, *, name: str | None = None, factory=False):
+    # Each decorator works bare (@reg.guard) or with options (@reg.guard(name=..., factory=True))
+    # and returns the function unchanged, its type included.
+    @overload
+    def guard(self, fn: _F, *, name: str | None = None, factory: bool = False) -> _F: ...
+    @overload
+    def guard(
+        self, fn: None = None, *, name: str | None = None, factory: bool = False
+    ) -> Callable[[_F], _F]: ...
+    def guard(
+        self, fn: _F | None = None, *, name: str | None = None, factory: bool = False
+    ) -> _F | Callable[[_F], _F]:
         if fn is None:
             return lambda f: self._add("guard", name, f, factory=factory)
         return self._add("guard", name, fn, factory=factory)
 
-    def action(self, fn: Callable | None = None, *, name: str | None = None, factory=False):
+    @overload
+    def action(self, fn: _F, *, name: str | None = None, factory: bool = False) -> _F: ...
+    @overload
+    def action(
+        self, fn: None = None, *, name: str | None = None, factory: bool = False
+    ) -> Callable[[_F], _F]: ...
+    def action(
+        self, fn: _F | None = None, *, name: str | None = None, factory: bool = False
+    ) -> _F | Callable[[_F], _F]:
         if fn is None:
             return lambda f: self._add("action", name, f, factory=factory)
         return self._add("action", name, fn, factory=factory)
 
-    def router(self, *, outcomes: Iterable[str], name: str | None = None, factory=False):
+    def router(
+        self, *, outcomes: Iterable[str], name: str | None = None, factory: bool = False
+    ) -> Callable[[_F], _F]:
         return lambda f: self._add("router", name, f, factory=factory, outcomes=tuple(outcomes))
 
     def merged(self, *others: Registry) -> Registry:

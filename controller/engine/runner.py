@@ -37,7 +37,9 @@ class Runner:
         self._after(machine, step, now_ns)
         return step
 
-    def resume_or_start(self, table: Table, machine_id: str, now_ns: int, **context: Any):
+    def resume_or_start(
+        self, table: Table, machine_id: str, now_ns: int, **context: Any
+    ) -> tuple[Machine, int | None]:
         """Restore a machine and its armed timers from the journal's checkpoint, or start it
         fresh. Returns (machine, the last input position the checkpoint covers or None)."""
         cp = self.journal.checkpoint(machine_id) if self.journal else None

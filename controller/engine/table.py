@@ -9,22 +9,33 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from controller.engine import builtins
 from controller.engine.context import REDUCERS, ReducerFn
 from controller.engine.effects import CancelTimer, StartTimer
 from controller.engine.findings import Finding, TableError
 from controller.engine.loader import DEFAULT_LIMITS, LineOf, LoaderLimits, load_spec
-from controller.engine.registry import Registry, load_registry_module
-from controller.engine.spec import MachineSpec, TransitionSpec
+from controller.engine.registry import Action, Guard, Registry, Router, load_registry_module
+from controller.engine.spec import MachineSpec, TimerSpec, TransitionSpec
 from controller.engine.validate import Bound, check, expand_sources
+
+if TYPE_CHECKING:
+    from controller.engine.machine import Machine
 
 NS_PER_MS = 1_000_000
 
+#: A timer whose delay is a context field: (timer name, field, event).
+DynTimer = tuple[str, str, str]
+
 
 class Row:
-    """One compiled transition (for a routed row: the router plus one Row per outcome)."""
+    """One compiled transition (for a routed row: the router plus one Row per outcome).
+
+    A routed row carries index, source, event, guard, negate, router, router_name and
+    routes; its outcome's Row carries the rest. Dispatch reads the transition fields only
+    after the router picked that Row, so they are typed as a plain row has them (a routed
+    row leaves them None) and `routes` as a routed row has it."""
 
     __slots__ = (
         "actions",
@@ -47,6 +58,25 @@ class Row:
         "target",
     )
 
+    index: int
+    source: str
+    event: str
+    guard: Guard | None
+    negate: bool
+    router: Router | None
+    router_name: str | None
+    routes: dict[str, Row]
+    target: str
+    internal: bool
+    actions: tuple[Action, ...]
+    exit: tuple[Action, ...]
+    enter: tuple[Action, ...]
+    calls: tuple[Action, ...]  # exit, actions, enter: what dispatch runs, in order
+    stop_timers: tuple[CancelTimer, ...]
+    start_timers: tuple[StartTimer, ...]
+    dyn_timers: tuple[DynTimer, ...]
+    record: tuple[str, str, str]  # (source, event, target) for Step.transitions
+
     def __init__(self, **kw: Any) -> None:
         for k in self.__slots__:
             setattr(self, k, kw.get(k))
@@ -67,7 +97,7 @@ class Table:
             k: REDUCERS[f.reducer] for k, f in spec.context.items()
         }
         self._bound = bound
-        self._timers_by_state: dict[str, list] = {}
+        self._timers_by_state: dict[str, list[TimerSpec]] = {}
         for tm in spec.timers:
             self._timers_by_state.setdefault(tm.state, []).append(tm)
         states = {s.name: s for s in spec.states}
@@ -96,9 +126,13 @@ class Table:
                 if explicit and len(explicit) < len(rows):
                     events[ev] = explicit
 
-    def timer_effects(self, state: str) -> tuple[tuple, tuple, tuple]:
+    def timer_effects(
+        self, state: str
+    ) -> tuple[tuple[StartTimer, ...], tuple[DynTimer, ...], tuple[CancelTimer, ...]]:
         """(pre-built starts, dynamic (name, field, event) starts, cancels) for a state."""
-        starts, dyn, stops = [], [], []
+        starts: list[StartTimer] = []
+        dyn: list[DynTimer] = []
+        stops: list[CancelTimer] = []
         for tm in self._timers_by_state.get(state, ()):
             name = tm.timer_name()
             stops.append(CancelTimer(name))
@@ -108,7 +142,9 @@ class Table:
                 starts.append(StartTimer(name, int(tm.after_ms * NS_PER_MS), tm.event))
         return tuple(starts), tuple(dyn), tuple(stops)
 
-    def _compile(self, index: int, t: TransitionSpec, source: str, target: str | None = None):
+    def _compile(
+        self, index: int, t: TransitionSpec, source: str, target: str | None = None
+    ) -> Row:
         b = self._bound
         if t.router is not None and target is None:
             routes = {
@@ -196,8 +232,8 @@ class Table:
             near=Path(path).parent,
         )
 
-    def new(self, machine_id: str | None = None, **context: Any):
-        from controller.engine.machine import Machine
+    def new(self, machine_id: str | None = None, **context: Any) -> Machine:
+        from controller.engine.machine import Machine  # machine.py imports this module
 
         return Machine(self, machine_id or self.name, context)
 

@@ -169,7 +169,7 @@ def _check_exclusive(spec: MachineSpec) -> Iterator[Raw]:
 
 
 def _bind_one(
-    registry: Registry, kind: str, ref: CallRef, path: tuple, bound: Bound
+    registry: Registry, kind: str, ref: CallRef, path: tuple[Any, ...], bound: Bound
 ) -> Iterator[Raw]:
     label = ref.label()
     if (kind, label) in bound:

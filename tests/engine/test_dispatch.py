@@ -128,6 +128,30 @@ def test_ignore_policy_counts_and_changes_nothing():
     assert m.ignored["second"] == 2
 
 
+# in c, `chain` raises "second" (no row in c) and then "third" (c -> c)
+_CHAIN_IN_C = ({"source": "c", "event": "go", "target": "c", "actions": ["chain"]},)
+
+
+def test_ignored_raised_event_does_not_stop_the_ones_after_it():
+    m = make(policy="ignore", extra=_CHAIN_IN_C)
+    m.dispatch("go", 0)
+    assert m.state == "c"
+    log = m.ctx["log"]
+    step = m.dispatch("go", 1)
+    assert step.transitions == [("c", "go", "c"), ("c", "third", "c")]
+    assert step.ignored == 1 and m.ignored["second"] == 1
+    assert m.ctx["log"] == (*log, "chain:go", "third")
+
+
+def test_rejected_raised_event_rolls_back_the_whole_step():
+    m = make(extra=_CHAIN_IN_C)
+    m.dispatch("go", 0)
+    before = (m.state, dict(m.ctx))
+    with pytest.raises(RejectedEvent, match="'second' rejected in state 'c'"):
+        m.dispatch("go", 1)
+    assert (m.state, dict(m.ctx)) == before
+
+
 def test_reserved_field_write_is_refused_and_atomic():
     m = make()
     with pytest.raises(ContextError, match="reserved field 'state'"):
