@@ -13,6 +13,7 @@ from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, SendFrame, StreamState
 from controller.logic.core import BayController
 from controller.logic.effects import Alarm, CommandWithheld, DeviceCommand
+from controller.ports import SerialEndpoint
 from controller.runtime.goose_live import LiveGoose, RxDrops
 from controller.runtime.serial_link import SerialLink
 from protocols.goose import Vlan
@@ -21,12 +22,12 @@ from protocols.goose import Vlan
 class BayGooseCore:
     """The bay controller seen through the GOOSE hub's interface, for `LiveGoose`."""
 
-    def __init__(self, bay: BayController, endpoint: Any = None) -> None:
+    def __init__(self, bay: BayController, endpoint: SerialEndpoint | None = None) -> None:
         self.bay = bay
         self.bank = bay.hub.bank
         self.runner = bay.runner
         #: what owns the deadlines: the bay, or the bay with the agent layer (AgentBay)
-        self.endpoint = endpoint or bay
+        self.endpoint: SerialEndpoint = endpoint or bay
 
     def _out(self) -> list[Any]:
         return [*self.bay.take_frames(), *self.bay.take_reports()]
@@ -154,11 +155,11 @@ class BayLive:
         port: str,
         status_every: bool = True,
         on_effects: Callable[[list[Any]], None] | None = None,
-        endpoint: Any = None,
+        endpoint: SerialEndpoint | None = None,
     ) -> None:
         """`endpoint` is what the serial port feeds: the bay, or `AgentBay` (bay + agent)."""
         self.bay = bay
-        self.endpoint = endpoint or bay
+        self.endpoint: SerialEndpoint = endpoint or bay
         self.core = BayGooseCore(bay, self.endpoint)
         self.live = LiveGoose(self.core, iface_a, iface_b, ring=bay.config.goose.rx_ring.spec(2))
         self.status = Status(bay, self.live)
