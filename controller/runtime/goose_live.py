@@ -27,7 +27,7 @@ from typing import Any
 
 from controller.engine.effects import Notify
 from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
+from controller.ports import GooseEndpoint
 from controller.runtime.hostclock import host_time_quality
 from protocols.ethernet.rawsock import (
     KernelStats,
@@ -131,15 +131,14 @@ class LiveGoose:
 
     def __init__(
         self,
-        hub: GooseHub,
+        hub: GooseEndpoint,
         iface_a: str | None,
         iface_b: str | None = None,
         promiscuous: bool | None = None,
         ring: RingSpec | None = CONTROLLER_RING,
     ) -> None:
-        """`hub` is a `GooseHub`, or anything with its inputs (start, frame, advance, link,
-        next_deadline, set_source_mac, set_time_quality) and its `bank` and `runner` (the
-        bay controller's adapter). `ring` is the receive ring of each side (None: the
+        """`hub` is a `GooseHub`, or anything of its shape (`controller.ports.GooseEndpoint`:
+        the bay controller's adapter). `ring` is the receive ring of each side (None: the
         socket's receive buffer); if the kernel refuses it the side falls back to recvmsg
         and `rx_modes` says so."""
         self.hub = hub
@@ -275,7 +274,7 @@ class LiveGoose:
             sock = self.socks.get(side)
             if sock is None or side in self.down:
                 q.clear()
-            while q:
+            while q and sock is not None:  # (q is empty without a socket: for mypy)
                 try:
                     if not self._send(sock, q[0]):
                         break
