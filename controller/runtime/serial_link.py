@@ -27,6 +27,7 @@ from typing import Any
 import serial
 
 from controller.link import LinkConfig, LinkCore, LinkEvent
+from controller.ports import Clock, SerialEndpoint
 from protocols.serial.port import PortError, open_serial
 
 PORT_ERRORS = (serial.SerialException, OSError)
@@ -60,23 +61,24 @@ class SerialLink:
         url: str,
         config: LinkConfig | None = None,
         *,
-        clock: Callable[[], int] = time.monotonic_ns,
+        clock: Clock = time.monotonic_ns,
         on_event: Callable[[LinkEvent], None] | None = None,
         baudrate: int = 115_200,
         now_ns: int | None = None,
-        core: Any = None,
+        core: SerialEndpoint | None = None,
         write_deadline_s: float = 1.0,
         max_unsent: int = 65_536,
         exclusive: bool = True,
     ) -> None:
         """`core` is the sans-IO endpoint the port feeds: a `LinkCore` by default, or
-        anything with its shape (the bay controller, which wraps one)."""
+        anything of its shape (`controller.ports.SerialEndpoint`: the bay controller, which
+        wraps one). `send_command` and `configure` are a bare `LinkCore`'s own."""
         self.url = url
         self.clock = clock
         self.baudrate = baudrate
         self.on_event = on_event
         self.events: deque[LinkEvent] = deque()  # filled when there is no on_event
-        self.core = core or LinkCore(config, clock() if now_ns is None else now_ns)
+        self.core: SerialEndpoint = core or LinkCore(config, clock() if now_ns is None else now_ns)
         self.port: serial.SerialBase | None = None
         self.bytes_in = 0
         self.bytes_out = 0
@@ -122,7 +124,7 @@ class SerialLink:
         self.unsent.clear()
         self._stuck_since = None
         if self.port is not None:
-            with contextlib.suppress(PORT_ERRORS):
+            with contextlib.suppress(*PORT_ERRORS):
                 self.port.close()
             self.port = None
 
@@ -180,8 +182,10 @@ class SerialLink:
         """Hand the port what it takes now; a port that stops taking bytes (a device that
         no longer reads, a TCP peer that stalls) is a fault within the deadline, never a
         loop blocked in write()."""
+        port = self.port
+        assert port is not None  # _flush writes only to an open port
         try:
-            n = write_now(self.port, bytes(self.unsent))
+            n = write_now(port, bytes(self.unsent))
         except PORT_ERRORS:
             self._lost(now)
             return
@@ -210,15 +214,24 @@ class SerialLink:
 
     def send_command(self, command: str, now_ns: int | None = None, **fields: Any) -> int:
         now = self._now(now_ns)
-        seq = self.core.send_command(command, now, **fields)
+        seq = self._link_core().send_command(command, now, **fields)
         self._flush(now)
         return seq
 
     def configure(self, param: int, value: int, now_ns: int | None = None) -> int:
         now = self._now(now_ns)
-        seq = self.core.configure(param, value, now)
+        seq = self._link_core().configure(param, value, now)
         self._flush(now)
         return seq
+
+    def _link_core(self) -> LinkCore:
+        core = self.core
+        if not isinstance(core, LinkCore):  # a bay sends its own commands through its link
+            raise TypeError(
+                f"SerialLink commands need a LinkCore endpoint, this one feeds a "
+                f"{type(core).__name__}"
+            )
+        return core
 
     @property
     def state(self) -> str:
