@@ -25,7 +25,10 @@ class Due:
 
 
 class TimerHeap:
-    """Armed timers keyed by (machine, name); re-arming replaces, cancelling is lazy."""
+    """Armed timers keyed by (machine, name); re-arming replaces, cancelling is lazy, and
+    moving a timer later (`move`) is lazy too: its heap entry stays at the old deadline and
+    re-queues itself at the new one when it comes up, so a deadline pushed back on every
+    frame (a GOOSE stream's TAL) costs no heap operation per frame."""
 
     def __init__(self) -> None:
         self._heap: list[tuple[int, int, str, str]] = []
@@ -60,6 +63,21 @@ class TimerHeap:
             {"name": name, "deadline_ns": d, "seq": seq, "event": ev, "payload": p}
             for name, (d, seq, ev, p) in sorted(self._live.get(machine, {}).items())
         ]
+
+    def move(self, machine: str, name: str, deadline_ns: int, payload: Any = None) -> bool:
+        """Give armed timer `name` a new deadline and payload; False if it is not armed.
+
+        Later: only the live record changes (lazy re-arming; the timer keeps its arming
+        order among ties). Earlier: it is re-armed, a new heap entry."""
+        timers = self._live.get(machine)
+        cur = timers.get(name) if timers is not None else None
+        if cur is None:
+            return False
+        if deadline_ns < cur[0]:
+            self.arm(machine, name, deadline_ns, cur[2], payload)
+        else:
+            timers[name] = (deadline_ns, cur[1], cur[2], payload)
+        return True
 
     def cancel(self, machine: str, name: str) -> None:
         timers = self._live.get(machine)
@@ -100,12 +118,16 @@ class TimerHeap:
             yield Due(deadline, machine, name, event, payload)
 
     def _drop_stale(self) -> None:
+        """Pop cancelled and replaced entries off the top; re-queue moved ones."""
         heap, live = self._heap, self._live
         while heap:
-            _deadline, seq, machine, name = heap[0]
+            deadline, seq, machine, name = heap[0]
             cur = live.get(machine, {}).get(name)
             if cur is not None and cur[1] == seq:
-                return
+                if cur[0] == deadline:
+                    return
+                heapq.heapreplace(heap, (cur[0], seq, machine, name))  # moved later
+                continue
             heapq.heappop(heap)
 
 

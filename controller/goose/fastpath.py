@@ -1,20 +1,24 @@
 """The retransmission fast path: recognise a stream's repeat without parsing it.
 
 Almost every GOOSE frame is a retransmission: the same bytes as the stream's previous frame
-except the sqNum content (SEL relays also refresh `t`; those take the full parse). So per
-stream we keep the last frame and where its sqNum content sits; a new frame of the same
-length whose bytes before and after that span are equal is the same frame with a new
-sqNum, read with one `int.from_bytes`. Two C-level slice compares replace a full header
-parse (~6 us here). Anything else, including every state change, takes the full parse.
+except the sqNum content, and sometimes timeAllowedToLive (a publisher announcing a longer
+TAL as its retransmissions slow down) and `t` (SEL relays refresh it on every frame). So
+per stream we keep the last parsed frame and where those three contents sit; a new frame of
+the same length whose bytes outside them are equal is the same frame with a new sqNum and
+TAL, read with `int.from_bytes`. Four C-level slice compares replace a full header parse
+(~6 us here). Anything else, including every state change, takes the full parse.
 
 `stream_key` finds the stream of a frame (dst MAC, APPID, gocbRef TLV) from the bytes in a
 few operations, so the fast path needs no parse to know which stream's memory to compare
-against.
+against. What the subscriber does with a repeat (count it without a dispatch, or judge it
+on its stream machine) is `subscriber.py`'s business.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from protocols.goose import UtcTime
 
 ETHERTYPE = b"\x88\xb8"
 TPID = b"\x81\x00"
@@ -42,30 +46,52 @@ def stream_key(buf: bytes) -> bytes | None:
         return None
 
 
-def sq_span(buf: bytes) -> tuple[int, int] | None:
-    """(start, stop) of the sqNum content octets in a frame that parsed cleanly."""
+#: goosePdu tags whose content may differ in a repeat: timeAllowedToLive, t, sqNum
+TAL, T, SQ = 0x81, 0x84, 0x86
+#: non_canonical names of the fields a repeat reads itself (always canonical, see `repeat`)
+READ_HERE = ("timeAllowedtoLive", "sqNum")
+
+
+def spans(buf: bytes) -> tuple[int, int, int, int, int, int] | None:
+    """(start, stop) of the TAL, `t` and sqNum content octets, flattened, in a frame that
+    parsed cleanly; None if the frame is unusual (long-form lengths before sqNum)."""
     off = 16 if buf[12:14] == TPID else 12
     p = off + 10
     n = buf[p + 1]
     p += 2 if n < 0x80 else 2 + (n & 0x7F)
     end = len(buf)
+    found: dict[int, tuple[int, int]] = {}
     while p + 1 < end:
         tag, ln = buf[p], buf[p + 1]
-        if ln >= 0x80:
+        if ln >= 0x80 or tag == 0xAB:
             return None  # long-form lengths before sqNum: leave it to the full parse
-        if tag == 0x86:
-            return p + 2, p + 2 + ln
-        if tag == 0xAB:
-            return None
+        if tag in (TAL, T, SQ):
+            found[tag] = (p + 2, p + 2 + ln)
+            if tag == SQ:
+                break
         p += 2 + ln
-    return None
+    if len(found) != 3:
+        return None
+    (a, b), (c, d), (e, f) = found[TAL], found[T], found[SQ]
+    if not (0 < b - a <= 5 and d - c == 8 and 0 < f - e <= 5):
+        return None  # TAL or sqNum padded beyond 5 octets: rare, the full parse reads it
+    return a, b, c, d, e, f
+
+
+def first_octet_mask(width: int) -> int:
+    """Bits that must be clear in the first content octet of an unsigned 32-bit INTEGER of
+    `width` octets for `int.from_bytes` to read what the full parse reads: the top bit up
+    to 4 octets (set, the parse reads it unsigned and flags it), the whole octet at 5 (the
+    padding real IEDs send, e.g. the GE/ITI demo frame; nonzero would not fit 32 bits)."""
+    return 0x80 if width <= 4 else 0xFF
 
 
 class Facts:
     """What a stream judges a frame by: the header's fields, duck-typed like `GooseHeader`.
 
-    From a full parse it wraps the header; from the fast path it is the previous frame's
-    facts with a new sqNum (allData bytes are identical, so decoding defers to `hdr`).
+    From a full parse it wraps the header; from a repeat it is the remembered frame's facts
+    with the repeat's sqNum, TAL and `t` (allData bytes are identical, so decoding defers to
+    `hdr`).
     """
 
     __slots__ = (
@@ -83,12 +109,11 @@ class Facts:
         "time_allowed_to_live",
     )
 
-    def __init__(self, hdr: Any, sq_num: int | None = None) -> None:
+    def __init__(
+        self, hdr: Any, sq_num: int | None = None, tal_ms: int = 0, t: UtcTime | None = None
+    ) -> None:
         self.hdr = hdr
         self.st_num = hdr.st_num
-        self.sq_num = hdr.sq_num if sq_num is None else sq_num
-        self.time_allowed_to_live = hdr.time_allowed_to_live
-        self.t = hdr.t
         self.simulation = hdr.simulation
         self.reserved1 = hdr.reserved1
         self.nds_com = hdr.nds_com
@@ -96,8 +121,16 @@ class Facts:
         self.num_dat_set_entries = hdr.num_dat_set_entries
         self.all_data = hdr.all_data
         odd = hdr.non_canonical
-        if odd and sq_num is not None:  # a fast-path sqNum is canonical (see repeat_sq)
-            odd = tuple(f for f in odd if f != "sqNum")
+        if sq_num is None:
+            self.sq_num = hdr.sq_num
+            self.time_allowed_to_live = hdr.time_allowed_to_live
+            self.t = hdr.t
+        else:
+            self.sq_num = sq_num
+            self.time_allowed_to_live = tal_ms
+            self.t = hdr.t if t is None else t
+            if odd:  # a repeat's sqNum and TAL are canonical (see Memory.repeat)
+                odd = tuple(f for f in odd if f not in READ_HERE)
         self.non_canonical = odd
 
     def decode_all_data(self):
@@ -105,24 +138,62 @@ class Facts:
 
 
 class Memory:
-    """A stream's last frame, for the next frame's comparison."""
+    """A stream's last parsed frame, cut around the contents a repeat may change."""
 
-    __slots__ = ("buf", "hdr", "start", "stop")
+    __slots__ = (
+        "buf",
+        "cuts",
+        "hdr",
+        "head",
+        "mid1",
+        "mid2",
+        "size",
+        "sq_mask",
+        "tag",
+        "tail",
+        "tal_mask",
+        "vlan",
+    )
 
-    def __init__(self, buf: bytes, hdr: Any) -> None:
+    def __init__(self, buf: bytes, hdr: Any, tag: Any = None) -> None:
         self.buf = buf
         self.hdr = hdr
-        span = sq_span(buf)
-        self.start, self.stop = span if span is not None else (-1, -1)
+        self.vlan = hdr.vlan
+        #: the VLAN tag the kernel stripped from this frame (None: none, or in the bytes);
+        #: a repeat must come with the same
+        self.tag = tag
+        self.size = len(buf)
+        cuts = spans(buf)
+        self.cuts = cuts
+        if cuts is None:
+            self.size = -1  # no frame has this length: never a repeat
+            self.head = self.mid1 = self.mid2 = self.tail = b""
+            self.tal_mask = self.sq_mask = 0
+            return
+        a, b, c, d, e, f = cuts
+        self.head, self.mid1, self.mid2, self.tail = buf[:a], buf[b:c], buf[d:e], buf[f:]
+        self.tal_mask, self.sq_mask = first_octet_mask(b - a), first_octet_mask(f - e)
 
-    def repeat_sq(self, buf: bytes) -> int | None:
-        """The new sqNum if `buf` is the remembered frame with only sqNum changed."""
-        start, stop = self.start, self.stop
-        last = self.buf
-        if start < 0 or len(buf) != len(last):
+    def repeat(self, buf: bytes) -> tuple[int, int] | None:
+        """(sqNum, TAL ms) if `buf` is the remembered frame with at most sqNum, TAL and `t`
+        changed (their lengths unchanged), else None."""
+        if len(buf) != self.size:
             return None
-        if buf[:start] != last[:start] or buf[stop:] != last[stop:]:
+        a, b, c, d, e, f = self.cuts  # type: ignore[misc]
+        if (
+            buf[f:] != self.tail
+            or buf[:a] != self.head
+            or buf[d:e] != self.mid2
+            or buf[b:c] != self.mid1
+        ):
             return None
-        if buf[start] & 0x80:
-            return None  # top bit set: the full parse reads it unsigned and flags it
-        return int.from_bytes(buf[start:stop], "big")
+        if buf[e] & self.sq_mask or buf[a] & self.tal_mask:
+            return None  # read unsigned and flagged, or out of range: the full parse says
+        return int.from_bytes(buf[e:f], "big"), int.from_bytes(buf[a:b], "big")
+
+    def t_of(self, buf: bytes) -> UtcTime | None:
+        """The repeat's `t` if it differs from the remembered frame's, else None."""
+        c, d = self.cuts[2], self.cuts[3]  # type: ignore[index]
+        if buf[c:d] == self.buf[c:d]:
+            return None
+        return UtcTime.from_bytes(buf, c)

@@ -96,7 +96,12 @@ class GooseHub:
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> list[Any]:
         """Judge one frame. The effects always hold exactly one `FrameClassified` for it."""
         stream, hdr, status = self.bank.on_frame(buf, side, now_ns, vlan)
-        if status != "judged":
+        if status == "repeat":  # the fast path's own report (no dispatch, see subscriber)
+            out = self.out
+            if not out:
+                return [hdr]
+            out.append(hdr)
+        elif status != "judged":
             foreign = status == "foreign_source"
             self.out.append(
                 FrameClassified(

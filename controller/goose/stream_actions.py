@@ -120,6 +120,16 @@ def accept(ctx, ev):
 
 
 @REGISTRY.action
+def fold_repeats(ctx, ev):
+    """What the fast-pathed retransmissions since the last dispatch moved: the payload is
+    (sqNum, receive time, TAL in ns) of the last one (None: there were none)."""
+    p = ev.payload
+    if p is None:
+        return None
+    return {"sq": p[0], "rx_ns": p[1], "tal_ns": p[2]}
+
+
+@REGISTRY.action
 def mark_lost(ctx, ev):
     return {"alive": False, "gate_ok": False, "gate_err": "lost"}
 

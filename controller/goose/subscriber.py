@@ -5,6 +5,15 @@ timer heap and the journal). Per frame the work is: one header parse (allData un
 one dict lookup for the stream, one dispatch; allData is decoded only when the frame
 carries a new state with new data.
 
+Retransmissions (the traffic: a frame repeated with only sqNum, TAL and `t` new) take a
+fast path: a real, single-network stream whose last judged frame left it valid with nothing
+flagged, and whose LGOS is valid on it, counts a repeat carrying the next sqNum before its
+TAL ran out without a dispatch: its counters, its expected sqNum and its TAL deadline move
+(the TAL timer is moved lazily, `TimerHeap.move`), and the `FrameClassified` it reports is
+the one the stream machine would have. What the repeats moved reaches the machine as one
+`repeated` event before its next frame is judged, or with the TAL timer when it expires.
+Anything else (a gap, a duplicate, a changed byte, a stream not valid) is judged in full.
+
 A/B: a stream received on two networks has one quality machine fed with the first copy of
 each (stNum, sqNum), one liveness machine per side, and in `preferred` mode a selector
 machine that decides which side delivers (failover when the active side is lost,
@@ -35,6 +44,9 @@ from protocols.ethernet.mac import format_mac
 from protocols.goose import GooseError, Vlan, decode_all_data, parse_header
 
 TABLES = Path(__file__).parent / "tables"
+#: flags of a judged frame that say nothing about the bytes its repeats share with it: a
+#: stream stays on the fast path after them (any other flag sends its repeats to the judge)
+REPEATABLE_FLAGS = frozenset({"wrap", "unchanged_data", "tal_late"})
 #: How many recent (stNum, sqNum) pairs an A/B stream remembers to spot the second copy.
 AB_WINDOW = 64
 
@@ -56,17 +68,23 @@ class Stream:
     __slots__ = (
         "ab",
         "appid",
+        "armed",
         "counts",
+        "deadline",
+        "fold",
         "gocb_ref",
         "id",
         "is_sim",
         "label",
         "lgos",
+        "machine",
         "memory",
         "parent",
         "recent",
+        "report",
         "side_ids",
         "sim",
+        "sq",
         "sub",
         "vlan_sides",
     )
@@ -95,6 +113,18 @@ class Stream:
         self.side_ids: dict[str, str] = {}
         self.vlan_sides: dict[int, str] = {}
         self.memory: Memory | None = None
+        #: the stream machine (set when started); the fast path reads its state
+        self.machine: Any = None
+        #: the fast path may count this stream's next repeat (see `SubscriberBank.repeat`):
+        #: its last judged frame left it valid, unflagged, delivering
+        self.armed = False
+        #: last sqNum and TAL deadline as the fast path sees them
+        self.sq = self.deadline = 0
+        #: the fields of the report of a repeat (`FrameClassified`), side and sqNum aside
+        self.report = _repeat_report(sid, None)
+        #: (sqNum, rx_ns, tal_ns) of the last fast-pathed repeat not yet folded into the
+        #: machine (the `repeated` event), or None
+        self.fold: tuple[int, int, int] | None = None
         if self.ab is not None:
             if self.ab.vlan_a is not None:
                 self.vlan_sides[self.ab.vlan_a] = "A"
@@ -131,32 +161,46 @@ class SubscriberBank:
         self.seen: OrderedDict[str, tuple] = OrderedDict()
         self.fast_keys: dict[str, bytes] = {}  # stream id -> its key in `fast`
         self.evicted = 0
+        #: count uneventful repeats without a dispatch (`repeat`); off, every frame is
+        #: judged by its stream machine: the reference the fast path is tested against
+        self.fast_path = True
 
     # -- frames -------------------------------------------------------------------------
 
     def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None):
         """Judge one frame from network `side` ("A" or "B").
 
-        Returns (stream or None, header or None, status): status is "judged" (the stream
-        machine's verdict arrives through the runner's effect sink), "malformed",
-        "unmatched", "foreign_source" (another source MAC than the stream's), or
-        "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
+        Returns (stream or None, header or report or None, status): status is "judged" (the
+        stream machine's verdict arrives through the runner's effect sink), "repeat" (a
+        retransmission counted on the fast path; the second item is its `FrameClassified`),
+        "malformed", "unmatched", "foreign_source" (another source MAC than the stream's),
+        or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
         preferred mode: supervised, not delivered)."""
         key = stream_key(buf)
         stream = self.fast.get(key) if key is not None else None
-        sq = None
+        rep = None
         if stream is not None:
             mem = stream.memory
-            sq = mem.repeat_sq(buf) if mem is not None else None
-            if sq is None and stream.sim is not None and stream.sim.memory is not None:
-                sq = stream.sim.memory.repeat_sq(buf)
-                if sq is not None:
+            rep = mem.repeat(buf) if mem is not None else None
+            if rep is None and stream.sim is not None and stream.sim.memory is not None:
+                mem = stream.sim.memory
+                rep = mem.repeat(buf)
+                if rep is not None:
                     stream = stream.sim
-        if sq is not None:
-            # the stream's last frame with a new sqNum: nothing to parse or re-check
-            hdr = Facts(stream.memory.hdr, sq)
-            vlan = vlan or stream.memory.hdr.vlan
+            if rep is not None:
+                if not (vlan is mem.tag or vlan == mem.tag):
+                    rep = None  # the same bytes on another (kernel-stripped) VLAN: parse
+                elif stream.armed and rep[0] == stream.sq + 1 and now_ns < stream.deadline:
+                    # the next sqNum before TAL ran out (not a gap, duplicate, wrap or late)
+                    report = self.repeat(stream, rep[0], rep[1], side, now_ns)
+                    if report is not None:
+                        return stream, report, "repeat"
+        if rep is not None:
+            # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
+            hdr = Facts(mem.hdr, rep[0], rep[1], mem.t_of(buf))
+            vlan = vlan or mem.vlan
         else:
+            tag = vlan
             try:
                 full = parse_header(buf, vlan=vlan)
             except GooseError as exc:
@@ -183,7 +227,7 @@ class SubscriberBank:
                 stream.counts["foreign_source"] += 1
                 return stream, full, "foreign_source"
             if key is not None:
-                stream.memory = Memory(buf, full)
+                stream.memory = Memory(buf, full, tag)
                 root = stream.parent or stream
                 self.fast[key] = root
                 self.fast_keys[root.id] = key
@@ -210,9 +254,19 @@ class SubscriberBank:
             if sel is not None and _active_side(runner, sel) != side:
                 stream.counts[f"standby_{side}"] += 1
                 return stream, hdr, "duplicate"
+        fold = stream.fold
+        if fold is not None:
+            stream.fold = None
+            if runner.timers.any_due(now_ns):
+                runner.advance(now_ns)  # a TAL that ran out expires first, and folds it
+            if stream.machine.state == "valid":
+                runner.feed(stream.id, "repeated", now_ns, fold)
+                runner.timers.move(stream.id, "tal", stream.deadline)  # folded: no payload
+        report = None
         for e in runner.feed(stream.id, "frame", now_ns, frame).effects:
             if type(e) is FrameClassified:
                 stream.counts[e.cls] += 1
+                report = e
         refused = frame.refused
         if refused is not None:
             stream.counts[f"refused_{refused}"] += 1
@@ -230,7 +284,66 @@ class SubscriberBank:
                     runner.feed(lgos.id, refused, now_ns)
             elif lgos.state != "valid" and runner.machines[stream.id].ctx["gate_ok"]:
                 runner.feed(lgos.id, "ok", now_ns)
+        if not stream.is_sim and not stream.side_ids:
+            self._arm(stream, report)
         return stream, hdr, "judged"
+
+    # -- the fast path ----------------------------------------------------------------------
+
+    def _arm(self, stream: Stream, report: FrameClassified | None) -> None:
+        """After a judged frame: may the stream's next repeats skip the judge?
+
+        Only if judging one would change nothing but sqNum and the TAL deadline: the stream
+        is valid and delivering (`gate_ok`), the judged frame was unrefused and carried no
+        flag its repeats would share (confRev, ndsCom, simulation, quality of the header),
+        and the LGOS is valid on the real stream (`repeat` re-checks what can change
+        without a frame: the machine's and the LGOS's states)."""
+        m = stream.machine
+        c = m.ctx
+        rx = c["rx_ns"]
+        stream.armed = (
+            self.fast_path
+            and report is not None
+            and rx is not None
+            and m.state == "valid"
+            and c["gate_ok"]
+            and report.refused is None
+            and REPEATABLE_FLAGS.issuperset(report.flags)
+        )
+        if stream.armed:
+            stream.sq = c["sq"]
+            stream.deadline = rx + c["tal_ns"]
+            if stream.report["st_num"] != c["st"]:
+                stream.report = _repeat_report(stream.id, c["st"])
+
+    def repeat(
+        self, stream: Stream, sq: int, tal_ms: int, side: str, now_ns: int
+    ) -> FrameClassified | None:
+        """Count the next sqNum of an armed stream's last frame, before its TAL deadline,
+        without a dispatch (`on_frame` checked those), or return None for the full judge:
+        the stream machine and the LGOS must still be valid, on the real stream."""
+        runner = self.runner
+        timers = runner.timers
+        if timers.any_due(now_ns):  # timers due first, as before any input (TAL: lazily)
+            runner.advance(now_ns)
+        lgos = stream.lgos
+        if stream.machine.state != "valid" or lgos.state != "valid" or lgos.ctx["sim"]:
+            return None
+        tal_ns = tal_ms * 1_000_000
+        deadline = now_ns + tal_ns
+        fold = (sq, now_ns, tal_ns)
+        if not timers.move(stream.id, "tal", deadline, fold):
+            return None  # no TAL armed (cannot be while valid): let the machine say
+        stream.fold = fold
+        stream.sq = sq
+        stream.deadline = deadline
+        stream.counts["retransmission"] += 1
+        if self.observer:
+            self.seen.move_to_end(stream.id)
+        fields = stream.report.copy()
+        fields["side"] = side
+        fields["sq_num"] = sq
+        return FrameClassified.from_fields(fields)
 
     def _open(self, key, hdr, now_ns: int) -> Stream | None:
         sub = self.subs.get(key)
@@ -255,7 +368,8 @@ class SubscriberBank:
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
-        self.runner.start(self.tables["stream"].new(sid, **ctx), now_ns)
+        stream.machine = self.tables["stream"].new(sid, **ctx)
+        self.runner.start(stream.machine, now_ns)
         if stream.ab is not None:
             for side in ("A", "B"):
                 mid = f"{sid}#{side}"
@@ -306,6 +420,7 @@ class SubscriberBank:
             expect_conf_rev=rev,
             expect_shape=real["expect_shape"],
         )
+        sim.machine = m
         self.runner.start(m, now_ns)
         parent.sim = sim
         self.by_id[sid] = sim
@@ -444,6 +559,23 @@ class SubscriberBank:
             "malformed": self.malformed,
             "evicted": self.evicted,
         }
+
+
+def _repeat_report(stream_id: str, st_num: int | None) -> dict[str, Any]:
+    """What the stream machine reports for an unflagged retransmission, as fields."""
+    return {
+        "stream": stream_id,
+        "side": "-",
+        "cls": "retransmission",
+        "flags": (),
+        "quality": "valid",
+        "deliver": False,
+        "st_num": st_num,
+        "sq_num": 0,
+        "values": None,
+        "previous": None,
+        "refused": None,
+    }
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:
