@@ -45,7 +45,7 @@ class StderrHandler(logging.StreamHandler):
         super().__init__()
         self.target: TextIO | None = None
 
-    @property  # type: ignore[override]
+    @property
     def stream(self) -> TextIO:
         return self.target if self.target is not None else sys.stderr
 

@@ -274,6 +274,7 @@ class Firmware:
             return
         code = m.spec_for(cmd).code
         if e.reason is None:
+            assert e.result is not None  # a Respond sets exactly one of result and reason
             msg: m.Message = self._ack(cmd.seq, code, m.AckResult(e.result))
             self.stats.answered["ack"] += 1
             self.stats.executed[code.name] += 1

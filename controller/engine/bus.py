@@ -18,13 +18,15 @@ from controller.engine.effects import CancelTimer, Effect, StartTimer
 from controller.engine.machine import Machine
 from controller.engine.timers import TimerHeap
 
-Handler = Callable[[str, Effect, int], None]
+#: (machine, effect, now_ns); a handler is keyed by its effect's exact type and gets only
+#: that type, which a dict cannot say: the effect is typed Any here
+Handler = Callable[[str, Any, int], None]
 
 
 class Bus:
     """Dispatch events to named machines; hand non-timer effects to `handlers` by type."""
 
-    def __init__(self, handlers: dict[type, Handler]) -> None:
+    def __init__(self, handlers: dict[type[Effect], Handler]) -> None:
         self.handlers = handlers
         self.timers = TimerHeap()
         self.machines: dict[str, Machine] = {}

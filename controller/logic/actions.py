@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from controller.engine.effects import Notify
-from controller.engine.registry import Registry
+from controller.engine.registry import Ctx, Event, Registry
 from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
 
 REGISTRY = Registry("bay")
@@ -111,9 +113,9 @@ def store_device_alarm(ctx, ev):
 
 
 @REGISTRY.action
-def store_link(ctx, ev):
+def store_link(ctx: Ctx, ev: Event) -> list[Any]:
     state = ev.payload
-    out: list = [{"link_state": state}]
+    out: list[Any] = [{"link_state": state}]
     if (state == "down") != (ctx["link_state"] == "down"):
         out.append(Alarm("device_link", state == "down", state))
     return out

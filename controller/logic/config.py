@@ -49,6 +49,10 @@ def _mode(v: Any) -> Any:
     return v
 
 
+#: an interlock input permits on true unless the config says which values permit
+_PERMIT_TRUE: list[bool | str | int] = [True]
+
+
 class InputMap(_Cfg):
     """One subscribed member -> one bay event, with its quality and its fail-safe value."""
 
@@ -73,7 +77,7 @@ class InputMap(_Cfg):
     event: Literal["protection_trip", "close_request", "interlock"]
     when: Literal["rising", "falling", "change"] = "rising"
     interlock: str | None = None
-    permit_when: list[bool | str | int] = Field(default_factory=lambda: [True])
+    permit_when: list[bool | str | int] = Field(default_factory=lambda: _PERMIT_TRUE.copy())
 
     @model_validator(mode="after")
     def _interlock_named(self) -> InputMap:

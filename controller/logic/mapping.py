@@ -12,7 +12,7 @@ data counts from the fail-safe value.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from controller.goose.effects import StreamState
@@ -38,7 +38,7 @@ QUALITY_BITS = 13
 NO_DATA = "no data"
 
 
-def member_value(values: tuple[Data, ...], index: int, path: list[int]) -> Any:
+def member_value(values: tuple[Data, ...], index: int, path: Sequence[int]) -> Any:
     """A member as a plain value: bool, a Dbpos name for 2-bit strings, else its JSON."""
     v: Any = _member(values, index, path)
     if type(v) is Boolean:
@@ -48,7 +48,7 @@ def member_value(values: tuple[Data, ...], index: int, path: list[int]) -> Any:
     return to_json(v)["value"]
 
 
-def _member(values: tuple[Data, ...], index: int, path) -> Any:
+def _member(values: tuple[Data, ...], index: int, path: Sequence[int]) -> Any:
     v: Any = values[index]
     for i in path:
         v = v.items[i] if hasattr(v, "items") else v.values[i]

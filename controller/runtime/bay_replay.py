@@ -21,7 +21,7 @@ from firmware_sim.core import Firmware
 from protocols.ethernet.pcap import PcapWriter
 
 Report = Callable[[int, Any], None]
-Action = Callable[[int], None]
+Action = Callable[[int], object]  # called with the virtual time; what it returns is ignored
 
 
 class BayReplay:
@@ -68,9 +68,11 @@ class BayReplay:
 
     def inject(self, faults: Iterable[tuple[int, str, Any]]) -> list[tuple[int, Action]]:
         """Device faults (time, what, value) as actions for `run`."""
-        return [
-            (t, lambda now, w=what, v=value: self.fw.inject(w, v, now)) for t, what, value in faults
-        ]
+
+        def fault(what: str, value: Any) -> Action:
+            return lambda now: self.fw.inject(what, value, now)
+
+        return [(t, fault(what, value)) for t, what, value in faults]
 
     def run(
         self,

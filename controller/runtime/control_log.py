@@ -112,5 +112,6 @@ class ControlLog:
             detail = f"clear: {machine.ctx['count']} crossings in total"
         row = Step(step.state)
         row.transitions = step.transitions
-        row.effects = detail or "-"  # type: ignore[assignment]  (text, stored as it is)
+        # a journal row's effects slot holds text for rows like this one (stored as it is)
+        row.effects = detail or "-"  # type: ignore[assignment]
         self.journal.record(machine, row, now_ns)

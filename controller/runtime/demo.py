@@ -16,7 +16,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
@@ -27,7 +27,7 @@ from controller.engine.resources import shipped
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.runtime.agent_host import AgentBay
-from controller.runtime.bay_replay import BayReplay
+from controller.runtime.bay_replay import Action, BayReplay
 from controller.runtime.journal_clock import anchor as anchor_clock
 from controller.runtime.report import Timeline, percentiles, report_block
 from controller.runtime.scenario import S, Scenario, build
@@ -108,8 +108,8 @@ def run_demo(
     journal = Journal(files["journal"], durability="group")
     bay = BayController(cfg, t0, journal)
     agent_journal = Journal(files["agent"], durability="step")
-    for j in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
-        anchor_clock(j, "virtual")
+    for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
+        anchor_clock(jr, "virtual")
     host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
@@ -125,18 +125,17 @@ def run_demo(
     wire, close_wire = make_wire(host, fw, t0, pty)
     replay = BayReplay(bay, fw, files["output"], on_report, wire=wire, endpoint=host)
     replay.after_step = demo_operator(host, timeline)
+
+    def run_procedure(name: str, params: dict[str, Any]) -> Action:
+        return lambda now: host.handle({"op": "run", "procedure": name, "params": params}, now)
+
+    def set_mode(mode: str) -> Action:
+        return lambda now: bay.set_mode(mode, now, "operator")
+
     actions = (
         replay.inject(scn.faults)
-        + [
-            (
-                t,
-                lambda now, n=name, p=params: host.handle(
-                    {"op": "run", "procedure": n, "params": p}, now
-                ),
-            )
-            for t, name, params in scn.agent
-        ]
-        + [(t, lambda now, m=mode: bay.set_mode(m, now, "operator")) for t, mode in scn.modes]
+        + [(t, run_procedure(name, params)) for t, name, params in scn.agent]
+        + [(t, set_mode(mode)) for t, mode in scn.modes]
     )
     try:
         replay.run(scn.frames, actions, scn.end_ns)
@@ -206,8 +205,8 @@ def serve(
                 key.data()
             wire.run_until(start_virtual + time.monotonic_ns() - start_wall)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        for sig, before in previous.items():
+            signal.signal(sig, before)
         server.close()
         sel.close()
 

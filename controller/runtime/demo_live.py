@@ -15,6 +15,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 from controller.cli import CommandError
 from controller.configfile import load_config
@@ -57,8 +58,8 @@ def peer(iface: str) -> int:
         go_id="PROT1",
         tal_ms=2000,
     )
-    q = {"type": "bit-string", "bits": "0000000000000"}
-    values = [{"type": "boolean", "value": False}, q]
+    q: dict[str, Any] = {"type": "bit-string", "bits": "0000000000000"}
+    values: list[dict[str, Any]] = [{"type": "boolean", "value": False}, q]
     ours = [p for p in publishers_config().publishers if p.gocb_ref in (CILO, SCADA)]
     hub = GooseHub(GooseConfig(publishers=ours))
     sock = RawSocket(iface, timestamps=False)
@@ -139,15 +140,20 @@ def run_live_demo(args: argparse.Namespace) -> int:
                 live = BayLive(bay, IFACE, None, device.path, status_every=False)
             t0 = time.monotonic_ns()
             timeline = Timeline(t0)
-            live.on_effects = lambda effects: [
-                timeline.add(time.monotonic_ns(), e) for e in effects
-            ]
+
+            def note(effects: list[Any]) -> None:
+                for e in effects:
+                    timeline.add(time.monotonic_ns(), e)
+
+            live.on_effects = note
             ied = sub.python_module("controller.runtime.demo_live", "peer", "--iface", IFACE)
             # the script's times count from the peer's start, and an interpreter can take a
             # second to start: the device's fault is timed from the peer's "ready", not ours
-            ready = ied.stdout.readline()
+            out, err = ied.stdout, ied.stderr
+            assert out is not None and err is not None  # python_module pipes both
+            ready = out.readline()
             if ready.strip() != "ready":
-                raise RuntimeError(f"the protection IED did not start: {ready}{ied.stderr.read()}")
+                raise RuntimeError(f"the protection IED did not start: {ready}{err.read()}")
             started = time.monotonic()
             device.inject_at(started + STUCK_AT, "stuck", True)
             print("running the script for 6 s ...", flush=True)

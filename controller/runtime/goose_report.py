@@ -91,7 +91,7 @@ class Reporter:
                 gocb, appid = (stream.gocb_ref, stream.appid) if stream else (None, None)
                 if not self._wanted(appid, gocb):
                     continue
-                obj = {
+                obj: dict[str, Any] = {
                     "event": "stream",
                     "gocbRef": gocb,
                     "appid": appid,

@@ -33,7 +33,7 @@ def write_svg(
     def x_of(us: float) -> float:
         return LEFT + plot_w * (math.log10(us) - lo_e) / (hi_e - lo_e)
 
-    counts = {}
+    counts: dict[str, list[float]] = {}
     for k, vs in data.items():
         c = [0] * nbins
         for v in vs:
@@ -53,9 +53,9 @@ def write_svg(
         label = f"{10**e:g} us" if 10**e < 1000 else f"{10**e / 1000:g} ms"
         out.append(f'<text x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{label}</text>')
     bar_w = plot_w / nbins / max(1, len(counts))
-    for si, (k, c) in enumerate(counts.items()):
+    for si, (k, fracs) in enumerate(counts.items()):
         color = COLORS[si % len(COLORS)]
-        for i, frac in enumerate(c):
+        for i, frac in enumerate(fracs):
             if frac <= 0:
                 continue
             x = x_of(edges[i]) + si * bar_w

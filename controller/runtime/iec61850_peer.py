@@ -142,12 +142,12 @@ def to_mms(value: dict[str, Any], where: str = "value") -> Any:
                 return iec.MmsValue_newDouble(float(value["value"]))
             raise PeerError(f"{where}: floating-point bits must be 32 or 64, got {bits}")
         if kind == "bit-string":
-            bits = str(value["bits"])
-            if bits.strip("01"):
-                raise PeerError(f"{where}: bit-string must be 0/1 characters, got {bits!r}")
-            mms = iec.MmsValue_newBitString(len(bits))
-            for i, b in enumerate(bits):
-                iec.MmsValue_setBitStringBit(mms, i, b == "1")
+            text = str(value["bits"])
+            if text.strip("01"):
+                raise PeerError(f"{where}: bit-string must be 0/1 characters, got {text!r}")
+            mms = iec.MmsValue_newBitString(len(text))
+            for i, ch in enumerate(text):
+                iec.MmsValue_setBitStringBit(mms, i, ch == "1")
             return mms
         if kind == "octet-string":
             data = bytes.fromhex(value["hex"])
@@ -207,8 +207,8 @@ def from_mms(mms: Any) -> dict[str, Any]:
         return {"type": "floating-point", "bits": bits, "value": iec.MmsValue_toDouble(mms)}
     if kind == iec.MMS_BIT_STRING:
         n = iec.MmsValue_getBitStringSize(mms)
-        bits = "".join("1" if iec.MmsValue_getBitStringBit(mms, i) else "0" for i in range(n))
-        return {"type": "bit-string", "bits": bits}
+        text = "".join("1" if iec.MmsValue_getBitStringBit(mms, i) else "0" for i in range(n))
+        return {"type": "bit-string", "bits": text}
     if kind == iec.MMS_OCTET_STRING:
         size = iec.MmsValue_getOctetStringSize(mms)
         raw = ctypes.string_at(_addr(iec.MmsValue_getOctetStringBuffer(mms)), size)

@@ -288,14 +288,14 @@ class NetLab:
                 _stop(proc)
             for link in self._root_links:
                 if Path(f"/sys/class/net/{link}").exists():
-                    proc = ip("link", "del", link, check=False)
-                    if proc.returncode != 0 and "Cannot find device" not in proc.stderr:
-                        errors.append(proc.stderr.strip())
+                    done = ip("link", "del", link, check=False)
+                    if done.returncode != 0 and "Cannot find device" not in done.stderr:
+                        errors.append(done.stderr.strip())
             for ns in self.namespaces:
                 _kill_pids(ns.name)
-                proc = ip("netns", "del", ns.name, check=False)
-                if proc.returncode != 0:
-                    errors.append(proc.stderr.strip())
+                done = ip("netns", "del", ns.name, check=False)
+                if done.returncode != 0:
+                    errors.append(done.stderr.strip())
             _OPEN_LABS.discard(self)
         if errors:
             raise NetnsError("cleanup left something behind: " + "; ".join(errors))

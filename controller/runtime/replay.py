@@ -85,7 +85,8 @@ class Replay:
                 self.on_effects(out)
 
     def run(self, frames: Iterator[tuple[int, int, bytes]], until_ns: int | None = None) -> None:
-        wall0 = virt0 = None
+        wall0: int | None = None
+        virt0 = 0
         started = False
         last = 0
         for number, ts, data in frames:

@@ -234,7 +234,7 @@ class Timeline:
         ]
         alarms = Counter(r.name for _, r in self.items if isinstance(r, Alarm) and r.active)
         out += [f"  alarm {a} raised {n} time(s)" for a, n in sorted(alarms.items())]
-        dropped = Counter()
+        dropped: Counter[tuple[str, str]] = Counter()
         for _, r in self.items:
             if isinstance(r, RxDrops):
                 dropped[(r.side, r.iface)] += r.new

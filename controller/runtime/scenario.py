@@ -249,7 +249,7 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
             scn.modes.append((t, act[1]))
         elif isinstance(act, tuple):
             scn.agent.append((t, act[1], act[2]))
-        elif act is not None:
+        elif callable(act):  # None: a caption only
             act(t)
     _run_until(hub, scn.end_ns, emit)
     scn.frames.sort(key=lambda f: f[0])

@@ -55,9 +55,11 @@ class WireFloor:
                 "--group",
                 GROUP.hex(":"),
             )
-            line = self.peer.stdout.readline()
+            out, err = self.peer.stdout, self.peer.stderr
+            assert out is not None and err is not None  # python_module pipes both
+            line = out.readline()
             if line.strip() != "ready":
-                raise RuntimeError(f"echo peer did not start: {line!r} {self.peer.stderr.read()}")
+                raise RuntimeError(f"echo peer did not start: {line!r} {err.read()}")
             with ours.entered():
                 self.sock = RawSocket("floor0", groups=[GROUP], timestamps=False)
             self.selector = selectors.DefaultSelector()

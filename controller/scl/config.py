@@ -284,12 +284,13 @@ def publication(g: GoCB) -> dict[str, Any] | None:
         f = m.fcda
         do, _, da = (f"{f.do_name}.{f.da_name or ''}").partition(".")
         hits.append(PUBLISHED.get((f.ln_class, do, da)))
-    if None in hits or len({h[0] for h in hits if h}) != 1:
+    known = [h for h in hits if h is not None]
+    if len(known) != len(hits) or len({h[0] for h in known}) != 1:
         return None
     return {
-        "topic": hits[0][0],
+        "topic": known[0][0],
         "gocb_ref": g.gocb_ref,
-        "members": [h[1] for h in hits if h],
+        "members": [h[1] for h in known],
     }
 
 
