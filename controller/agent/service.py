@@ -94,6 +94,7 @@ class AgentService:
     # -- plumbing -----------------------------------------------------------------------
 
     def _collect(self, machine: Machine, step: Step, now_ns: int) -> None:
+        e: Any  # routed by exact type below
         for e in step.effects:
             t = type(e)
             if t is Plan:

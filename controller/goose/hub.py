@@ -57,6 +57,7 @@ class GooseHub:
 
     def _collect(self, machine: Machine, step: Step, now_ns: int) -> None:
         out = self.out
+        e: Any  # routed by exact type below; each branch's callee declares the type it takes
         for e in step.effects:
             t = type(e)
             if t is Transmit:
