@@ -26,7 +26,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterable
-from typing import TextIO, cast
+from typing import Protocol, TextIO, cast
 
 #: The top-level packages whose loggers follow -v/-q; other libraries stay at WARNING
 #: (-vv: DEBUG too).
@@ -121,14 +121,22 @@ def structured() -> bool:
     return isinstance(_handler.formatter, JsonFormatter)
 
 
-def route(stream: TextIO, logger: str = "controller.runtime") -> TextIO:
+class LineSink(Protocol):
+    """Where text lines go: a stream, or `run`'s non-blocking line pump."""
+
+    def write(self, text: str, /) -> object: ...
+    def flush(self) -> object: ...
+
+
+def route(stream: LineSink, logger: str = "controller.runtime") -> TextIO:
     """Send the log records to `stream` (`run`'s line pump: a blocked stderr never stalls
     the loop) and return what a shell's text lines (a status view, alarms) should be
     written to: `stream` itself for plain output, or, with --log-json, a writer that makes
     each line a record of `logger`. `unroute` before the stream closes."""
-    _handler.target = stream
+    # the handler only writes and flushes: a line pump serves as well as a TextIO
+    _handler.target = cast(TextIO, stream)
     if not structured():
-        return stream
+        return cast(TextIO, stream)
     # LogLines has the two methods those shells call (write, flush), not all of TextIO's
     return cast(TextIO, LogLines(logging.getLogger(logger)))
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import string
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -120,7 +120,7 @@ class Procedure:
                 continue
             raw = params[name]
             try:
-                out[name] = {"int": int, "str": str, "bool": _bool}[p.type](raw)
+                out[name] = PARAM_TYPES[p.type](raw)
             except (TypeError, ValueError):
                 raise ValueError(f"{self.name}: parameter {name}={raw!r} is not {p.type}") from None
         unknown = sorted(set(params) - set(self.spec.params))
@@ -140,6 +140,10 @@ def _bool(v: Any) -> bool:
     if str(v).lower() in ("0", "false", "no", "off"):
         return False
     raise ValueError(v)
+
+
+#: a procedure parameter's declared type -> how a request's text becomes it
+PARAM_TYPES: dict[str, Callable[[Any], Any]] = {"int": int, "str": str, "bool": _bool}
 
 
 def fill(value: Any, params: dict[str, Any]) -> Any:

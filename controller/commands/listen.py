@@ -15,6 +15,7 @@ import logging
 import signal
 import sys
 import time
+from typing import Any
 
 from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
@@ -28,6 +29,7 @@ from controller.runtime.goose_live import (
 )
 from controller.runtime.goose_report import Reporter
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
+from protocols.goose import Vlan
 
 log = logging.getLogger(__package__)
 
@@ -107,6 +109,12 @@ def run(args: argparse.Namespace) -> int:
             print(stats_line(live))
         sys.stdout.flush()
 
+    def on_frame(n: int, ts: int, b: bytes, v: Vlan | None, out: list[Any]) -> None:
+        if check is not None:
+            check.frame(ts, b, v)
+        reporter.frame(n, ts, b, v, out)
+        sys.stdout.flush()
+
     signal.signal(signal.SIGINT, lambda *_: live.stop())
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
@@ -120,11 +128,7 @@ def run(args: argparse.Namespace) -> int:
     sys.stdout.flush()
     try:
         live.run(
-            on_frame=lambda n, ts, b, v, out: (
-                check.frame(ts, b, v) if check is not None else None,
-                reporter.frame(n, ts, b, v, out),
-                sys.stdout.flush(),
-            ),
+            on_frame=on_frame,
             on_effects=on_effects,
             until_ns=until,
         )

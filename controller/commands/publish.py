@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from controller.cli import CommandError
 from controller.commands.listen import open_live
-from controller.goose.config import GooseConfig, PublisherCfg
+from controller.goose.config import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.runtime.goose_report import Reporter
@@ -123,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
             appid=args.appid,
             dst=args.dst,
             src=args.src,
-            vlan={"id": args.vlan, "priority": args.priority} if args.vlan is not None else None,
+            vlan=VlanCfg(id=args.vlan, priority=args.priority) if args.vlan is not None else None,
             simulation=args.simulation,
             members=data_shape(initial),
             initial=json.loads(args.values),

@@ -103,7 +103,8 @@ def build_faults(args: argparse.Namespace):
 def board_config(args: argparse.Namespace) -> dict:
     from protocols.serial.messages import CONFIG_PARAMS, ConfigParam
 
-    breaker, spring = {}, {}
+    breaker: dict[str, int] = {}
+    spring: dict[str, int] = {}
     for value, param, target, key in (
         (args.open_ms, ConfigParam.OPEN_TIME_MS, breaker, "open_time_ms"),
         (args.close_ms, ConfigParam.CLOSE_TIME_MS, breaker, "close_time_ms"),
@@ -129,6 +130,7 @@ def cmd_sim(args: argparse.Namespace) -> int:
 
     faults = build_faults(args)
     config = board_config(args)
+    transport: PtyTransport | SerialTransport | TcpTransport
     try:
         if args.pty:
             transport = PtyTransport(args.link)
@@ -137,8 +139,8 @@ def cmd_sim(args: argparse.Namespace) -> int:
             transport = SerialTransport(args.port)
             where = args.port
         else:
-            transport = TcpTransport(*args.tcp)
-            where = transport.url
+            tcp = TcpTransport(*args.tcp)
+            transport, where = tcp, tcp.url
     except (PortError, OSError) as exc:
         import os
 

@@ -676,7 +676,9 @@ def submit_user(ctx, ev) -> list:
 @REGISTRY.action
 def refuse_link_down(ctx, ev) -> list:
     sub, seq = ev.payload  # the seq is consumed anyway, so it names this outcome only
-    out = [_out("cmd_failed", seq if sub.origin is None else sub.origin, sub.command, "link_down")]
+    out: list[Outcome | Signal] = [
+        _out("cmd_failed", seq if sub.origin is None else sub.origin, sub.command, "link_down")
+    ]
     if sub.seq is None:
         out.append(Signal("commands", "skip"))
     return out

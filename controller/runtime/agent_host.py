@@ -9,6 +9,7 @@ The service checkpoints before `take_output` hands the bytes of a command to the
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,8 @@ class AgentBay:
         self.tools = ToolRunner(service, bay, runs)
         self.now_ns = 0
         #: what the sessions did and told the operator (tools run, confirmations, answers)
-        self.responses: list[Any] = []
+        #: what the operator is told; `run` keeps only the last ones (a bounded deque)
+        self.responses: list[Any] | deque[Any] = []
         #: tools of restored sessions: run once the device link is up (reconciling needs
         #: the device's status and its dedup memory)
         self.held: list[Any] = []

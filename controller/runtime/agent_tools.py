@@ -202,21 +202,22 @@ class ToolRunner:
                 self._wake(now_ns, ("goose", r))
 
     def _link_event(self, le: LinkEvent, now_ns: int) -> None:
-        entry = self.commands.get(le.seq) if le.seq is not None else None
-        if entry is None:
+        seq = le.seq
+        entry = self.commands.get(seq) if seq is not None else None
+        if entry is None or seq is None:
             return
         e, command, args = entry
         end = END_POSITION.get(command)
         if le.kind == "cmd_ok":
             result = le.get("result")
             if end is None or result in ("no_change", "done"):
-                del self.commands[le.seq]
+                del self.commands[seq]
                 self.done(e, now_ns, "ok", f"{command} {result}")
         elif le.kind == "operation_complete":
-            del self.commands[le.seq]
+            del self.commands[seq]
             self.done(e, now_ns, "ok", f"{command} complete")
         elif le.kind in ("cmd_failed", "operation_failed"):
-            del self.commands[le.seq]
+            del self.commands[seq]
             if le.reason == "stale_sequence" and e.reconcile:
                 self._settle_stale(e, command, args, now_ns)
             else:

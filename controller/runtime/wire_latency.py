@@ -91,6 +91,7 @@ class WireTrip:
             text=True,
         )
         self.procs.append(sim)
+        assert sim.stdout is not None and sim.stderr is not None  # both piped above
         path = sim.stdout.readline().strip()
         if not path:
             raise RuntimeError(f"the simulator did not start: {sim.stderr.read()}")
@@ -127,6 +128,7 @@ class WireTrip:
             self._affinity = os.sched_getaffinity(0)
             os.sched_setaffinity(0, rest)  # the peer: this process
             os.sched_setaffinity(sim.pid, rest)
+        assert run.stdout is not None and run.stderr is not None  # both piped above
         line = run.stdout.readline()
         if '"running"' not in line:
             raise RuntimeError(f"goosectl run did not start: {line} {run.stderr.read()}")
