@@ -70,7 +70,9 @@ class TimerHeap:
         Later: only the live record changes (lazy re-arming; the timer keeps its arming
         order among ties). Earlier: it is re-armed, a new heap entry."""
         timers = self._live.get(machine)
-        cur = timers.get(name) if timers is not None else None
+        if timers is None:
+            return False
+        cur = timers.get(name)
         if cur is None:
             return False
         if deadline_ns < cur[0]:
