@@ -294,10 +294,11 @@ class SubscriberBank:
         """After a judged frame: may the stream's next repeats skip the judge?
 
         Only if judging one would change nothing but sqNum and the TAL deadline: the stream
-        is valid and delivering (`gate_ok`), the judged frame was unrefused and carried no
-        flag its repeats would share (confRev, ndsCom, simulation, quality of the header),
-        and the LGOS is valid on the real stream (`repeat` re-checks what can change
-        without a frame: the machine's and the LGOS's states)."""
+        is valid and delivering (`gate_ok`) and the judged frame was unrefused and carried
+        no flag its repeats would share (confRev, ndsCom, simulation, S-bit, non-canonical
+        integers). What can change without a frame of this stream (the machine's state by
+        its TAL, the LGOS's by simulation mode or the simulated stream) `repeat` checks on
+        every repeat."""
         m = stream.machine
         c = m.ctx
         rx = c["rx_ns"]
