@@ -187,7 +187,7 @@ class SubscriberBank:
                 rep = mem.repeat(buf)
                 if rep is not None:
                     stream = stream.sim
-            if rep is not None:
+            if rep is not None and mem is not None:  # (a repeat has a memory: for mypy)
                 if not (vlan is mem.tag or vlan == mem.tag):
                     rep = None  # the same bytes on another (kernel-stripped) VLAN: parse
                 elif stream.armed and rep[0] == stream.sq + 1 and now_ns < stream.deadline:
@@ -197,6 +197,7 @@ class SubscriberBank:
                         return stream, report, "repeat"
         if rep is not None:
             # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
+            assert stream is not None and mem is not None  # a repeat is of a known stream
             hdr = Facts(mem.hdr, rep[0], rep[1], mem.t_of(buf))
             vlan = vlan or mem.vlan
         else:
