@@ -15,7 +15,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from controller.agent.effects import Plan, Respond, RunTool
@@ -25,8 +24,9 @@ from controller.engine import Journal, Machine, Runner, Table
 from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.journal import JournalIOError
 from controller.engine.machine import Step
+from controller.engine.resources import shipped
 
-TABLE = Path(__file__).parent / "tables" / "session.yaml"
+TABLE = shipped("controller.agent", "tables", "session.yaml")
 FINAL = frozenset({"completed", "aborted"})
 ACTIVE = frozenset(
     {

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from functools import cache
-from pathlib import Path
 
 from controller.engine import Table
+from controller.engine.resources import shipped
 from controller.goose.config import PublisherCfg
 from controller.goose.effects import SendFrame, Transmit
 from protocols.goose import (
@@ -17,7 +17,7 @@ from protocols.goose import (
     time_quality,
 )
 
-TABLE_PATH = Path(__file__).parent / "tables" / "publisher.yaml"
+TABLE_PATH = shipped("controller.goose", "tables", "publisher.yaml")
 S_BIT = 0x8000
 #: Time quality of `t` until the shell says what the host clock is worth (`goosectl run`
 #: reads adjtimex): in a replay or the demo, `t` is the capture's virtual time, which no

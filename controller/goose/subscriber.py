@@ -31,10 +31,10 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from controller.engine import Runner, Table
+from controller.engine.resources import shipped
 from controller.goose.config import SubscriptionCfg
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
@@ -43,7 +43,7 @@ from controller.goose.gate import is_simulated
 from protocols.ethernet.mac import format_mac
 from protocols.goose import GooseError, Vlan, decode_all_data, parse_header
 
-TABLES = Path(__file__).parent / "tables"
+TABLES = shipped("controller.goose", "tables")
 #: flags of a judged frame that say nothing about the bytes its repeats share with it: a
 #: stream stays on the fast path after them (any other flag sends its repeats to the judge)
 REPEATABLE_FLAGS = frozenset({"wrap", "unchanged_data", "tal_late"})

@@ -19,18 +19,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 from controller.engine import Table
 from controller.engine.bus import Bus
+from controller.engine.resources import shipped
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from controller.link.registry import COMMANDS, build
 from protocols.serial import messages as m
 from protocols.serial.errors import LinkProtocolError
 from protocols.serial.stream import StreamDecoder
 
-HERE = Path(__file__).parent
+HERE = shipped("controller.link")
 
 
 @cache

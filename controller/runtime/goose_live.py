@@ -3,9 +3,10 @@
 Hot path per frame: `recv_batch` (a memory-mapped ring: no syscall per frame, see
 `protocols.ethernet.ring`), `hub.frame` (header parse and one dispatch, or for an
 uneventful retransmission a byte compare and no dispatch), sends for any frame it emits. No
-scapy, no decoding of allData unless the state changed. After start-up the loop freezes the garbage collector's view of everything
-allocated so far (`gc.freeze`) so a collection never walks the tables, the machines or the
-codec's caches; the per-frame garbage is short-lived and reference-counted away.
+scapy, no decoding of allData unless the state changed. After start-up the loop freezes the
+garbage collector's view of everything allocated so far (`gc.freeze`) so a collection never
+walks the tables, the machines or the codec's caches; the per-frame garbage is short-lived
+and reference-counted away.
 
 The shell tells the pure hub what only it can know: the source MAC its publishers send
 from (the interface's own, read from the open socket, unless a publisher configures one)
