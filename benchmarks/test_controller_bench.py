@@ -5,8 +5,10 @@
    the bay journal and its writer thread on and the garbage collector on, as `run` has them;
 2. on the wire (root): a peer in another namespace sends the trip on veth; `goosectl run`
    sends TRIP to the simulator over a pty; the trip-acknowledged frame comes back on the
-   wire; timestamps at the peer (controller.runtime.wire_latency.WireTrip), also with
-   `run --spin` and with 50 other streams arriving at 5,000 frames/s in total;
+   wire; timestamps at the peer (benchmarks/wire_trip.py on
+   controller.runtime.wire_latency.WireTrip; the peer SCHED_FIFO 40, as another device
+   would be, so its own scheduling is not in the trip), also with `run --spin` and with
+   50 other streams arriving at 5,000 frames/s in total;
 3. the references, measured in the same test as each wire case, between two fresh
    namespaces on veth: the raw AF_PACKET echo (a Python echo peer, the kernel's floor) and
    libiec61850's own GOOSE ping-pong in C (controller.runtime.iec61850_pingpong: its
@@ -87,11 +89,12 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     with WireFloor() as wf:
         echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
     lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
-    from benchmarks.wire_trip import WireTrip
+    from benchmarks.wire_trip import WireTrip, peer_fifo
 
     trip = WireTrip(load_fps=load_fps, spin=spin)
     try:
-        times = [trip.sample() for _ in range(n)]
+        with peer_fifo():  # the peer is another device: its send is not held up here
+            times = [trip.sample() for _ in range(n)]
     finally:
         trip.close()
     # the controller's own view (socket read -> effects out, every frame it handled): tells

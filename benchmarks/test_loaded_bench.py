@@ -11,9 +11,9 @@ reported, and a hog that did not run (or died) fails the test.
 
 The peer stands for another device (the protection IED on its own hardware), so it is
 not one of the tasks the hogs compete with: it runs SCHED_FIFO 40 (below the controller's
-50) in both runs. Left SCHED_OTHER, it was itself preempted between taking its send time
-and sending (measured: `--realtime` max 18 ms with an ordinary peer, 0.98 ms with a FIFO
-one, same machine, same minute). The simulator stays SCHED_OTHER beside the hogs (its
+50) in both runs (benchmarks/wire_trip.py, `peer_fifo`, which says why: left SCHED_OTHER
+the peer itself was preempted between taking its send time and sending, and `--realtime`
+showed a max of 18 ms that was the peer's). The simulator stays SCHED_OTHER beside the hogs (its
 time is not in the measurement). Only the controller changes between the runs:
 - default (SCHED_OTHER): one more normal task beside the hogs; a trip frame waits for the
   scheduler to give it a CPU. Reported (p50/p99/p99.9/max); its tail is the scheduler's,
@@ -25,7 +25,8 @@ time is not in the measurement). Only the controller changes between the runs:
 Samples: `--realtime` 1,000 trips in --short (its p99 is the 10th slowest; its p99.9 is
 then the slowest, i.e. the max: a p99.9 of its own needs 10,000), default 500 (its trips
 take ~80 ms each under the hogs, and its tail is reported, not asserted); 5,000 each in
-the full run. The two together take ~1.5-2 min in --short.
+the full run. The two together take ~2 min in --short when the lab cycles the breaker in
+~40 ms a trip.
 """
 
 from __future__ import annotations
@@ -49,8 +50,6 @@ REALTIME_MAX_US = 4000.0
 #: a hog must get at least this share of its CPU while the trips run, else it did not run.
 #: Not 1: on a machine shared with other work (as here) a hog shares its core with it.
 MIN_HOG_SHARE = 0.02
-#: the peer's priority: above the hogs and the simulator, below `run --realtime` (50).
-PEER_FIFO_PRIORITY = 40
 
 _HOG = "while True: pass"
 
@@ -78,21 +77,10 @@ def cpu_hogs() -> Iterator[list[subprocess.Popen]]:
             hog.wait(timeout=10)
 
 
-@contextlib.contextmanager
-def peer_fifo(priority: int = PEER_FIFO_PRIORITY) -> Iterator[None]:
-    """This process (the peer) SCHED_FIFO for the block; its policy restored after."""
-    policy, param = os.sched_getscheduler(0), os.sched_getparam(0)
-    os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
-    try:
-        yield
-    finally:
-        os.sched_setscheduler(0, policy, param)
-
-
 @pytest.mark.parametrize("realtime", [False, True], ids=["default", "realtime"])
 def test_wire_trip_with_a_cpu_hog_on_every_core(benchmark, short, realtime):
     require_root()
-    from benchmarks.wire_trip import WireTrip
+    from benchmarks.wire_trip import WireTrip, peer_fifo
 
     n = (1000 if realtime else 500) if short else 5000
     with cpu_hogs() as hogs:
