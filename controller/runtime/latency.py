@@ -7,7 +7,8 @@ only the call that handles the trip frame is timed, with `perf_counter_ns`, and 
 moments the effects exist are taken by wrapping the two calls that produce them.
 
 As in production (`goosectl run`): the garbage collector stays on while a trip is timed (a
-collection that lands on the frame path is part of the tail), and with ``journal`` given
+collection that lands on the frame path is part of the tail) after a collect and
+`gc.freeze()` at the start, as the live loop does (`close` unfreezes); with ``journal`` given
 the bay journals every transition through `LiveJournals`, the very journal and writer
 thread `run` uses; the loop's group flush (a queue append) runs after the effects, where
 the live loop runs it.
@@ -15,6 +16,7 @@ the live loop runs it.
 
 from __future__ import annotations
 
+import gc
 import sys
 import time
 from dataclasses import dataclass, field
@@ -122,6 +124,8 @@ class TripBench:
     def sample(self, n: int, warmup: int = 20) -> Samples:
         out = Samples()
         clock = time.perf_counter_ns
+        gc.collect()  # as LiveGoose.run starts: what exists now is never walked again
+        gc.freeze()
         for i in range(warmup + n):
             self._reclose()
             now = self.wire.now_ns
@@ -154,3 +158,4 @@ class TripBench:
             self.journals.close()
             self.journals = None
         sys.setswitchinterval(self._switch_interval)
+        gc.unfreeze()
