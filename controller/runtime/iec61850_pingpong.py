@@ -21,6 +21,7 @@ saying what is missing (gcc, the wheel, the library) rather than falling back qu
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import subprocess
 import tempfile
@@ -61,7 +62,7 @@ def build(cache: Path | None = None) -> Path:
     if exe.exists():
         return exe
     out_dir.mkdir(parents=True, exist_ok=True)
-    tmp = exe.with_suffix(".tmp")
+    tmp = exe.with_name(f"{exe.name}.{os.getpid()}.tmp")  # two builders never share one
     cmd = [gcc, "-O2", "-Wall", "-o", str(tmp), str(SOURCE), str(lib),
            f"-Wl,-rpath,{lib.parent}"]  # fmt: skip
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
