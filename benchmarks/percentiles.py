@@ -82,14 +82,19 @@ def sample_calls(
     keep_gc: bool = False,
 ) -> Percentiles:
     """Call ``fn`` n times, timing each call; GC is disabled while sampling (and said so),
-    unless ``keep_gc``: a budget is asserted as production runs, collections included."""
+    unless ``keep_gc``: a budget is asserted as `goosectl run` runs, GC on after a collect
+    and `gc.freeze()` (as the live loop starts; the test process's own objects are then
+    never walked, as the controller's start-up objects are not), unfrozen after."""
     for _ in range(warmup):
         fn()
     overhead = _timer_overhead_ns()
     clock = time.perf_counter_ns
     out = [0] * n
     gc_was = gc.isenabled()
-    if not keep_gc:
+    if keep_gc:
+        gc.collect()
+        gc.freeze()
+    else:
         gc.disable()
     try:
         for i in range(n):
@@ -97,6 +102,8 @@ def sample_calls(
             fn()
             out[i] = clock() - a
     finally:
+        if keep_gc:
+            gc.unfreeze()
         if gc_was:
             gc.enable()
     adjusted = [max(0.0, t - overhead) for t in out]

@@ -8,6 +8,8 @@ runs one action. Percentiles come from timing single dispatches; ratios are to
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from benchmarks.percentiles import ratio, sample_calls
@@ -227,6 +229,7 @@ def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
 
     group = "engine-dispatch/budget (journal+writer, GC on)"
     eng = engine_ring()
+    switch = sys.getswitchinterval()  # LiveJournals lowers it, as run does; restored after
     journals = LiveJournals(tmp_path / "bay.sqlite", None)
     journal = journals.bay
     t = [0]
@@ -243,6 +246,7 @@ def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
         res = sample_calls(one, samples, name="ring10 dispatch+journal", group=group, keep_gc=True)
     finally:
         journals.close()
+        sys.setswitchinterval(switch)
     assert journals.writer.committed_rows >= samples, "the journal was meant to be on"
     benchmark.extra_info.update(res.as_dict())
     benchmark.pedantic(lambda: None, rounds=1)
