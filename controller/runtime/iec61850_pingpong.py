@@ -80,6 +80,7 @@ def sample(n: int, warmup: int = 200, *, exe: Path | None = None) -> list[int]:
         lab.veth(a, b, a=IFACE, b=IFACE)
         pong = b.popen([str(exe), "pong", IFACE], stdout=subprocess.PIPE,
                        stderr=subprocess.PIPE, text=True)  # fmt: skip
+        assert pong.stdout is not None and pong.stderr is not None  # both piped above
         line = pong.stdout.readline()
         if line.strip() != "ready":
             pong.kill()
