@@ -36,14 +36,17 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_control_fuzz_alongside_live_trips(benchmark, short):
     require_root()
-    from controller.runtime.wire_latency import WireTrip
+    from controller.runtime.wire_latency import WireTrip, peer_fifo
 
     seconds = 15 if short else 30
     trip = WireTrip(realtime=True)
     sock = trip.tmp / "control.sock"  # the lab's `goosectl run --control`
     missed: list[str] = []
     try:
-        quiet = [trip.sample() for _ in range(40 if short else 80)]  # ~0.35 s a sample
+        # the peer is another device (SCHED_FIFO: its own scheduling is not in the trip, see
+        # peer_fifo); the fuzzer is started outside that block, an ordinary process
+        with peer_fifo():
+            quiet = [trip.sample() for _ in range(40 if short else 80)]
         fuzz = subprocess.Popen(
             [
                 sys.executable,
@@ -60,11 +63,12 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
         )
         assert fuzz.stdout.readline().strip() == "fuzzing"
         loud: list[int] = []
-        while fuzz.poll() is None:
-            try:
-                loud.append(trip.sample())
-            except TimeoutError as exc:  # a trip not answered at all (WireTrip waits 2 s)
-                missed.append(str(exc))
+        with peer_fifo():
+            while fuzz.poll() is None:
+                try:
+                    loud.append(trip.sample())
+                except TimeoutError as exc:  # a trip not answered at all (WireTrip waits 2 s)
+                    missed.append(str(exc))
         counts = json.loads(fuzz.stdout.read().strip().splitlines()[-1])
         alive = trip.procs[1].poll() is None
     finally:

@@ -5,8 +5,9 @@
    the bay journal and its writer thread on and the garbage collector on, as `run` has them;
 2. on the wire (root): a peer in another namespace sends the trip on veth; `goosectl run`
    sends TRIP to the simulator over a pty; the trip-acknowledged frame comes back on the
-   wire; timestamps at the peer (benchmarks/wire_trip.py on
-   controller.runtime.wire_latency.WireTrip; the peer SCHED_FIFO 40, as another device
+   wire; timestamps at the peer (controller.runtime.wire_latency.WireTrip, the journal on
+   and the publication rate limit raised for a breaker cycled 30 times a second; the peer
+   SCHED_FIFO 40, as another device
    would be, so its own scheduling is not in the trip), also with `run --spin` and with
    50 other streams arriving at 5,000 frames/s in total;
 3. the references, measured in the same test as each wire case, between two fresh
@@ -89,7 +90,7 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     with WireFloor() as wf:
         echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
     lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
-    from benchmarks.wire_trip import WireTrip, peer_fifo
+    from controller.runtime.wire_latency import WireTrip, peer_fifo
 
     trip = WireTrip(load_fps=load_fps, spin=spin)
     try:
