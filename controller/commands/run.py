@@ -235,6 +235,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         realtime_note = None
     stderr = LinePump(sys.stderr)  # never blocks the loop
+    if args.realtime:  # the pump's thread inherited the loop's priority: one below it
+        from controller.runtime.realtime import helper_threads
+
+        helper_threads(args.rt_priority)
     # log records go through it too; with --log-json the status lines become records
     live.status.stream = text = logs.route(stderr)
     live.live.on_round.append(journals.watch(live.status))

@@ -10,6 +10,13 @@ starts on the frame path (frozen after start-up, collected by the loop only when
 Each step is asked of the kernel and its refusal is an error that names what is missing
 (CAP_SYS_NICE for SCHED_FIFO, CAP_IPC_LOCK or RLIMIT_MEMLOCK for mlockall, a CPU outside
 the allowed set), never a silent best effort.
+
+The loop's helper threads (the journal writer, the WAL syncer, the output pump) run
+SCHED_FIFO one priority below it. Left SCHED_OTHER, a helper holding the GIL was
+preempted by any normal task for a whole time slice and the loop, real-time or not,
+waited for the GIL that long (priority inversion through the GIL: ~5 ms stalls under a CPU
+hog per core, the wire trip's max over 4 ms). One below, a helper is never preempted by a
+normal task while it holds the GIL, and never delays the loop on a CPU they share.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import threading
 from dataclasses import dataclass
 
 MCL_CURRENT = 1
@@ -67,7 +75,29 @@ def apply(rt: Realtime) -> list[str]:
             "(or an RLIMIT_RTPRIO of at least the priority)"
         ) from exc
     done.append(f"SCHED_FIFO {rt.priority}")
+    helpers = helper_threads(rt.priority)
+    if helpers:
+        done.append(f"{helpers} helper thread(s) SCHED_FIFO {max(1, rt.priority - 1)}")
     return done
+
+
+def helper_threads(priority: int) -> int:
+    """Every other thread of this process SCHED_FIFO at `priority - 1` (at least 1): call
+    again after starting a thread (a new one inherits the loop's priority, not this one).
+    Returns how many were set; a thread that ended meanwhile is skipped."""
+    own = threading.get_native_id()
+    param = os.sched_param(max(1, priority - 1))
+    n = 0
+    for name in os.listdir("/proc/self/task"):
+        tid = int(name)
+        if tid == own:
+            continue
+        try:
+            os.sched_setscheduler(tid, os.SCHED_FIFO, param)
+        except ProcessLookupError:
+            continue
+        n += 1
+    return n
 
 
 def _mlockall() -> None:

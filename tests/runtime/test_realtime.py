@@ -61,6 +61,13 @@ def test_realtime_runs_fifo_with_memory_locked_on_its_cpu(tmp_path):
         assert os.sched_getscheduler(ctl.pid) == os.SCHED_FIFO
         assert os.sched_getparam(ctl.pid).sched_priority == 20
         assert os.sched_getaffinity(ctl.pid) == {cpu}
+        # its helper threads (output pump, journal writer) one priority below the loop: a
+        # helper holding the GIL is never preempted by a normal task while the loop waits
+        helpers = [int(t) for t in os.listdir(f"/proc/{ctl.pid}/task") if int(t) != ctl.pid]
+        assert helpers, "the output pump's thread at least"
+        assert {
+            (os.sched_getscheduler(t), os.sched_getparam(t).sched_priority) for t in helpers
+        } == {(os.SCHED_FIFO, 19)}
         status = Path(f"/proc/{ctl.pid}/status").read_text()
         locked_kb = int(next(x for x in status.splitlines() if x.startswith("VmLck")).split()[1])
         assert locked_kb > 10_000, status  # the interpreter and its heap, not a few pages
