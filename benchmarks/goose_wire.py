@@ -14,8 +14,8 @@ import sys
 
 from controller.goose.effects import FrameClassified
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_live import LiveGoose
-from controller.runtime.wire_floor import probe_frame
+from controller.shell.goose_live import LiveGoose
+from lab.wire_floor import probe_frame
 
 
 def classify(iface: str) -> int:

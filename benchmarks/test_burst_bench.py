@@ -36,7 +36,7 @@ from typing import Any
 
 import pytest
 
-from controller.runtime.netns import Namespace, NetLab, Veth
+from lab.netns import Namespace, NetLab, Veth
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import GooseFrame, encode_frame, mac
 from tests.codec.corpus import T0, flat16
@@ -49,14 +49,14 @@ ABB = capture_frames()
 STREAMS = 100
 RATE_FPS = 50_000
 
-#: `controller.runtime.goose_live.LiveGoose` with an observer hub and `run`'s ring, in its
+#: `controller.shell.goose_live.LiveGoose` with an observer hub and `run`'s ring, in its
 #: own process: the controller's receive path without printing. Stops 1 s after the last
 #: frame and prints its counters as one JSON line.
 HUB_RECEIVER = """
 import json, sys, time
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_live import LiveGoose
-from controller.runtime.report import percentiles
+from controller.shell.goose_live import LiveGoose
+from controller.report.bay_report import percentiles
 live = LiveGoose(GooseHub(), sys.argv[1])
 last = [0]
 def frame(*_):

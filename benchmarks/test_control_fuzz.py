@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_control_fuzz_alongside_live_trips(benchmark, short):
     require_root()
-    from controller.runtime.wire_latency import WireTrip, peer_fifo
+    from lab.wire_latency import WireTrip, peer_fifo
 
     seconds = 15 if short else 30
     trip = WireTrip(realtime=True)

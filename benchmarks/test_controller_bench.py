@@ -1,18 +1,18 @@
 """The product's bound: transition latency, frame in -> effects out, side by side with floors.
 
 1. in process: trip frame bytes in -> TRIP command bytes for the serial port, and -> the
-   trip-acknowledged GOOSE frame bytes built (controller.runtime.latency.TripBench), with
+   trip-acknowledged GOOSE frame bytes built (lab.latency.TripBench), with
    the bay journal and its writer thread on and the garbage collector on, as `run` has them;
 2. on the wire (root): a peer in another namespace sends the trip on veth; `goosectl run`
    sends TRIP to the simulator over a pty; the trip-acknowledged frame comes back on the
-   wire; timestamps at the peer (controller.runtime.wire_latency.WireTrip, the journal on
+   wire; timestamps at the peer (lab.wire_latency.WireTrip, the journal on
    and the publication rate limit raised for a breaker cycled 30 times a second; the peer
    SCHED_FIFO 40, as another device
    would be, so its own scheduling is not in the trip), also with `run --spin` and with
    50 other streams arriving at 5,000 frames/s in total;
 3. the references, measured in the same test as each wire case, between two fresh
    namespaces on veth: the raw AF_PACKET echo (a Python echo peer, the kernel's floor) and
-   libiec61850's own GOOSE ping-pong in C (controller.runtime.iec61850_pingpong: its
+   libiec61850's own GOOSE ping-pong in C (lab.iec61850_pingpong: its
    publisher in one namespace, its subscriber answering by publishing in the other); and
    the pty round trip.
 
@@ -31,10 +31,10 @@ import json
 import pytest
 
 from benchmarks.percentiles import check_budget, ratio, summarise
-from controller.runtime import iec61850_pingpong
-from controller.runtime.floors import pty_round_trips
-from controller.runtime.latency import TripBench
-from controller.runtime.wire_floor import WireFloor
+from lab import iec61850_pingpong
+from lab.floors import pty_round_trips
+from lab.latency import TripBench
+from lab.wire_floor import WireFloor
 from tests.support.peers import require_binary, require_iec61850, require_root
 
 HARD_LIMIT_US = 4000.0
@@ -93,7 +93,7 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
     with WireFloor() as wf:
         echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
     lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
-    from controller.runtime.wire_latency import WireTrip, peer_fifo
+    from lab.wire_latency import WireTrip, peer_fifo
 
     trip = WireTrip(load_fps=load_fps, spin=spin)
     try:

@@ -225,7 +225,7 @@ def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
     the bay journal (`group`, flushed to the writer thread, `LiveJournals` as run opens
     it), the garbage collector on, 20,000 single dispatches in --short (p99: the 200th
     slowest). The 10-state ring with a guard and an action per transition."""
-    from controller.runtime.journal_writer import LiveJournals
+    from controller.shell.journal_writer import LiveJournals
 
     group = "engine-dispatch/budget (journal+writer, GC on)"
     eng = engine_ring()

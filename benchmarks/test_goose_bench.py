@@ -36,9 +36,9 @@ from benchmarks.percentiles import (
 )
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.runtime.netns import NetLab
-from controller.runtime.replay import Replay
-from controller.runtime.wire_floor import _SEQ_AT, WireFloor
+from controller.replay.goose_replay import Replay
+from lab.netns import NetLab
+from lab.wire_floor import _SEQ_AT, WireFloor
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, mac, parse_header
 from tests.codec.corpus import flat16
@@ -113,7 +113,7 @@ class RepeatRig:
     apart on the virtual clock, the journal flushed after each as the live loop does."""
 
     def __init__(self, path, frames: list[bytes], fast: bool) -> None:
-        from controller.runtime.journal_writer import LiveJournals
+        from controller.shell.journal_writer import LiveJournals
 
         self.journals = LiveJournals(path, None)
         self.journal = self.journals.bay
@@ -161,7 +161,7 @@ def test_retransmission_budget(benchmark, samples, tmp_path, kind):
     `GooseReceiver_handleMessage` (C parse and subscriber update, plus ~1 us of ctypes
     callback per frame)."""
     require_iec61850()  # the libiec61850 row follows the peer rule, never silently absent
-    from controller.runtime.iec61850_peer import LibIec61850Parser
+    from lab.iec61850_peer import LibIec61850Parser
 
     group = f"goose-retransmission/{kind} (journal+writer, GC on)"
     blocks = 10
@@ -271,7 +271,7 @@ def test_new_state_frame_to_classification_in_process(benchmark, samples):
         warmup=0,
     )
     ratio(ours, floor)
-    from controller.runtime.iec61850_peer import LibIec61850Parser
+    from lab.iec61850_peer import LibIec61850Parser
 
     parser = LibIec61850Parser()
     m = iter(range(n))

@@ -24,7 +24,7 @@ import pytest
 
 from benchmarks.percentiles import ratio, summarise
 from controller.engine import Journal, Runner, Table
-from controller.runtime.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
+from controller.shell.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
 
 GROUP = "journal-on-the-loop"
 RATE_HZ = 3000

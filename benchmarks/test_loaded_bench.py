@@ -1,7 +1,7 @@
 """The wire trip on a loaded machine: a CPU hog on every core, `goosectl run` default vs
 `--realtime` (issue 14: "with --realtime: max < 4 ms with a CPU hog on every core").
 
-The lab is the wire benchmark's (controller.runtime.wire_latency.WireTrip: a peer in one
+The lab is the wire benchmark's (lab.wire_latency.WireTrip: a peer in one
 namespace sends the trip on veth, `goosectl run` in the other sends TRIP to the
 simulator over a pty and the trip-ack back; the time is peer send -> the kernel's
 receive stamp of the trip-ack). The load is `stress -c`-style: one busy-loop process per
@@ -11,7 +11,7 @@ run (or died) fails the test.
 
 The peer stands for another device (the protection IED on its own hardware), so it is
 not one of the tasks the hogs compete with: it runs SCHED_FIFO 40 (below the controller's
-50) in both runs (`controller.runtime.wire_latency.peer_fifo`, which says why: left
+50) in both runs (`lab.wire_latency.peer_fifo`, which says why: left
 SCHED_OTHER the peer itself was preempted between taking its send time and sending, and `--realtime`
 showed a max of 18 ms that was the peer's). The simulator stays SCHED_OTHER beside the hogs (its
 time is not in the measurement). Only the controller changes between the runs:
@@ -80,7 +80,7 @@ def cpu_hogs() -> Iterator[list[subprocess.Popen]]:
 @pytest.mark.parametrize("realtime", [False, True], ids=["default", "realtime"])
 def test_wire_trip_with_a_cpu_hog_on_every_core(benchmark, short, realtime):
     require_root()
-    from controller.runtime.wire_latency import WireTrip, peer_fifo
+    from lab.wire_latency import WireTrip, peer_fifo
 
     n = (1000 if realtime else 500) if short else 5000
     with cpu_hogs() as hogs:

@@ -22,7 +22,7 @@ import pytest
 from cobs.cobs import _cobs_ext, _cobs_py
 
 from benchmarks.percentiles import Percentiles, ratio, sample_calls, summarise
-from controller.runtime.floors import pty_round_trips
+from lab.floors import pty_round_trips
 from protocols.serial import messages as m
 from protocols.serial.crc import crc16_reference
 from protocols.serial.port import open_pty_pair
@@ -37,7 +37,7 @@ CASES = {"trip": TRIP, "ack": ACK, "position_change": POSITION}
 def measure_pty_floor(
     nbytes: int, n: int, *, name: str | None = None, group: str = "serial/pty"
 ) -> Percentiles:
-    """p50/p99 of one bare pty round trip (see `controller.runtime.floors`): the least any
+    """p50/p99 of one bare pty round trip (see `lab.floors`): the least any
     serial exchange on this machine can cost, so link latencies are reported as a ratio."""
     return summarise(name or f"pty_floor_{nbytes}B", group, pty_round_trips(nbytes, n))
 

@@ -38,13 +38,15 @@ import weakref
 from pathlib import Path
 
 from controller import __version__, commands, logs
-
-EXIT_OK = 0
-EXIT_FINDINGS = 1
-EXIT_USAGE = 2
-EXIT_INTERNAL = 70
-EXIT_INTERRUPTED = 130
-EXIT_PIPE = 128 + 13
+from controller.errors import (  # noqa: F401 (re-exported)
+    EXIT_FINDINGS,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_PIPE,
+    EXIT_USAGE,
+    CommandError,
+)
 
 #: OSErrors that describe the user's files, folders, devices or permissions, not a bug.
 USER_ERRNOS = frozenset(
@@ -90,14 +92,6 @@ SQLITE_USER_ERRORS = (
 
 
 log = logging.getLogger(__package__)
-
-
-class CommandError(Exception):
-    """A user-facing failure: printed as ``goosectl: <message>`` and exit code 2."""
-
-    def __init__(self, message: str, code: int = EXIT_USAGE) -> None:
-        super().__init__(message)
-        self.code = code
 
 
 def version() -> str:

@@ -12,7 +12,7 @@ never an f-string: ruff's G rules refuse those), and a loop that would build som
 costly for a message asks `log.isEnabledFor(logging.DEBUG)` first.
 
 Loggers are named after packages (`logging.getLogger(__package__)`): `controller.commands`,
-`controller.runtime`, `protocols.ethernet` ... `--debug NAME` turns on one subsystem.
+`controller.shell`, `protocols.ethernet` ... `--debug NAME` turns on one subsystem.
 
 Plain lines read ``goosectl: <message>``, as the command's messages always have (a debug
 line also names its logger). `--log-json` makes every record one JSON object per line:
@@ -128,7 +128,7 @@ class LineSink(Protocol):
     def flush(self) -> object: ...
 
 
-def route(stream: LineSink, logger: str = "controller.runtime") -> TextIO:
+def route(stream: LineSink, logger: str = "controller.shell") -> TextIO:
     """Send the log records to `stream` (`run`'s line pump: a blocked stderr never stalls
     the loop) and return what a shell's text lines (a status view, alarms) should be
     written to: `stream` itself for plain output, or, with --log-json, a writer that makes

@@ -1,6 +1,6 @@
 """The seams between the pure core and the shells that drive it, as `typing.Protocol`s.
 
-A shell (`controller.runtime`: sockets, the serial port, the loop) drives a sans-IO endpoint
+A shell (`controller.shell`: sockets, the serial port, the loop) drives a sans-IO endpoint
 by calling its inputs with the time and executing what comes back. Several endpoints share
 one shape: the GOOSE loop (`LiveGoose`) runs a bare `GooseHub` or the bay controller seen
 through it (`BayGooseCore`); the serial loop (`SerialLink`) feeds a `LinkCore`, the bay
@@ -11,7 +11,7 @@ mypy checks every endpoint against them structurally: no endpoint inherits from 
 Why here: both sides must see these names, and the import rules (ARCHITECTURE.md) let the
 shells import the core but never the other way. This module sits beside the pure packages,
 imports only the engine's journal type and the GOOSE codec's `Vlan`, and does no I/O, so
-`controller.goose`, `controller.logic`, `controller.link` and `controller.runtime` may all
+`controller.goose`, `controller.logic`, `controller.link` and `controller.shell` may all
 import it. Checked with the engine's strict mypy settings (pyproject.toml).
 """
 

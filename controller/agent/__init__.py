@@ -6,8 +6,8 @@ tools on load), the planner that serves them (`planner.py`, hot reload), the dec
 service that runs sessions, locks equipment and checkpoints them (`service.py`).
 
 No clock and no sockets or serial ports: the time comes with every call, and the shell
-(`controller/runtime/agent_tools.py`, `agent_host.py`) runs the tools and feeds their
+(`controller/agent/tool_runs.py`, `agent_host.py`) runs the tools and feeds their
 results back. The only files touched are the procedure folder (the planner reads it) and
 the journal the service is handed. This package imports only the engine, pydantic and
-the device link's command table; nothing here imports `controller.runtime`.
+the device link's command table; nothing here imports `controller.shell`.
 """

@@ -4,7 +4,7 @@ Every number here is a limit that keeps one client (or a thousand) from stopping
 controller: a line too long or too deep is refused, a client that does not read its
 replies is dropped, idle clients time out, requests are served a few per loop round so
 GOOSE frames and trips go first, and sessions waiting for a confirmation expire. Crossing
-any of them is counted, raises an alarm and is journaled (`controller.runtime.control_log`).
+any of them is counted, raises an alarm and is journaled (`controller.shell.control_log`).
 """
 
 from __future__ import annotations

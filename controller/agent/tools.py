@@ -9,7 +9,7 @@ KeyError in the middle of a running session.
 A tool is declared once, here, as its argument model with `@TOOLS.tool(outcomes=...)`; its
 docstring is the tool's documentation. The declaration is pure data (this package does no
 I/O); the code that runs a tool lives in the shell and is registered against the same model
-(`controller/runtime/agent_tools.py`, `@RUNS.runs(Model)`), and the tool runner refuses to
+(`controller/agent/tool_runs.py`, `@RUNS.runs(Model)`), and the tool runner refuses to
 start when a declared tool has no implementation. Nothing else names the tools: no list, no
 literal, no if/elif chain.
 """

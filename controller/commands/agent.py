@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, CommandError
-from controller.runtime.control import (
+from controller.shell.control import (
     ControlDenied,
     ControlUnavailable,
     default_path,

@@ -34,10 +34,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.runtime.floors import pty_round_trips
-    from controller.runtime.histogram import write_svg
-    from controller.runtime.latency import TripBench
-    from controller.runtime.report import format_percentiles, percentiles
+    from controller.report.bay_report import format_percentiles, percentiles
+    from controller.report.histogram import write_svg
+    from lab.floors import pty_round_trips
+    from lab.latency import TripBench
 
     series: dict[str, list[int]] = {}
     floors: dict[str, list[int]] = {}
@@ -51,8 +51,8 @@ def run(args: argparse.Namespace) -> int:
 
         if os.geteuid() != 0:
             raise CommandError("--live needs root (network namespaces, raw sockets)")
-        from controller.runtime.wire_floor import WireFloor
-        from controller.runtime.wire_latency import WireTrip
+        from lab.wire_floor import WireFloor
+        from lab.wire_latency import WireTrip
 
         with WireFloor() as wf:
             floors["floor: raw-socket echo round trip"] = wf.sample(5000)

@@ -1,4 +1,4 @@
-"""`goosectl demo`: the README's main job (see controller/runtime/demo.py)."""
+"""`goosectl demo`: the README's main job (see controller/demo/offline.py)."""
 
 from __future__ import annotations
 
@@ -106,11 +106,11 @@ def run(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
     if args.live:
-        from controller.runtime.demo_live import run_live_demo
+        from controller.demo.live import run_live_demo
 
         args.out = claim_folder(args.out, "goosectl-demo-live")
         return run_live_demo(args)
-    from controller.runtime.demo import report_lines, run_demo
+    from controller.demo.offline import report_lines, run_demo
 
     folder = claim_folder(args.out, "goosectl-demo")
     print(f"goosectl demo: writing to {folder}/")

@@ -21,13 +21,13 @@ from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_live import (
+from controller.report.goose_report import Reporter
+from controller.shell.goose_live import (
     CONTROLLER_RING,
     LiveGoose,
     RxDrops,
     require_raw_sockets,
 )
-from controller.runtime.goose_report import Reporter
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
 from protocols.goose import Vlan
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, CommandError
 from controller.logic.config import MODES
-from controller.runtime.control import ControlUnavailable, default_path, request
+from controller.shell.control import ControlUnavailable, default_path, request
 
 
 def register(sub: argparse._SubParsersAction) -> None:

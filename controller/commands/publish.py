@@ -17,7 +17,7 @@ from controller.commands.listen import open_live
 from controller.goose.config import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
-from controller.runtime.goose_report import Reporter
+from controller.report.goose_report import Reporter
 from protocols.goose import GooseError, all_data_from_json, data_shape
 
 log = logging.getLogger(__package__)

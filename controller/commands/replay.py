@@ -14,15 +14,15 @@ from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.runtime.capture_clock import (
+from controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
     CaptureClock,
     CaptureTimeError,
     TimeJump,
 )
-from controller.runtime.goose_report import Reporter
-from controller.runtime.journal_clock import anchor as anchor_clock
-from controller.runtime.replay import Replay, capture_frames
+from controller.replay.goose_replay import Replay, capture_frames
+from controller.report.goose_report import Reporter
+from controller.shell.journal_clock import anchor as anchor_clock
 from protocols.ethernet.pcap import CaptureError
 
 
@@ -138,11 +138,11 @@ def run(args: argparse.Namespace) -> int:
 
 def run_controller(args: argparse.Namespace) -> int:
     """The bay controller against a capture, the simulator on the same virtual clock."""
+    from controller.demo.offline import make_wire
     from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
     from controller.logic.core import BayController
-    from controller.runtime.bay_replay import BayReplay
-    from controller.runtime.demo import make_wire
-    from controller.runtime.report import Timeline, percentiles, report_block
+    from controller.replay.bay_replay import BayReplay
+    from controller.report.bay_report import Timeline, percentiles, report_block
     from firmware_sim.core import Firmware
 
     path = args.config or DEFAULT_CONFIG

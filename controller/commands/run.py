@@ -16,10 +16,10 @@ from controller.configfile import ConfigError, load_config
 from controller.engine.journal import JournalIOError
 from controller.engine.resources import shipped
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
-from controller.runtime.goose_live import require_raw_sockets
-from controller.runtime.journal_writer import LiveJournals, Retention
-from controller.runtime.output_pump import LinePump
-from controller.runtime.report import percentiles
+from controller.report.bay_report import percentiles
+from controller.shell.goose_live import require_raw_sockets
+from controller.shell.journal_writer import LiveJournals, Retention
+from controller.shell.output_pump import LinePump
 
 PROCEDURES = shipped("controller.agent", "procedures")
 
@@ -147,14 +147,14 @@ def run(args: argparse.Namespace) -> int:
     reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
+    from controller.agent.host import AgentBay
     from controller.agent.planner import FolderPlanner
     from controller.agent.service import AgentService
     from controller.logic.core import BayController
-    from controller.runtime.agent_host import AgentBay
-    from controller.runtime.control import controller_ops
-    from controller.runtime.control_log import ControlLog
-    from controller.runtime.live_bay import BayLive
-    from controller.runtime.locks import LockError
+    from controller.shell.control import controller_ops
+    from controller.shell.control_log import ControlLog
+    from controller.shell.live_bay import BayLive
+    from controller.shell.locks import LockError
 
     if args.state is not None:
         args.state.mkdir(parents=True, exist_ok=True)
@@ -221,7 +221,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
     if args.realtime or args.cpu is not None:
-        from controller.runtime.realtime import Realtime, RealtimeError, apply
+        from controller.shell.realtime import Realtime, RealtimeError, apply
 
         try:
             rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
@@ -318,8 +318,8 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
     folder, the journal, the control socket (the serial device is locked where the link
     opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
     kept then."""
-    from controller.runtime.control import ControlServer, default_path
-    from controller.runtime.locks import lock_file
+    from controller.shell.control import ControlServer, default_path
+    from controller.shell.locks import lock_file
 
     held = []
     try:

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, CommandError
 from controller.goose.effects import LgosView
-from controller.runtime.control import ControlUnavailable, default_path, request
-from controller.runtime.report import lgos_lines
+from controller.report.bay_report import lgos_lines
+from controller.shell.control import ControlUnavailable, default_path, request
 
 
 def register(sub: argparse._SubParsersAction) -> None:

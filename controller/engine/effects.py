@@ -60,3 +60,13 @@ class Raise:
 
 #: Effects the engine's runners execute themselves; anything else is for the shell.
 TIMER_EFFECTS = frozenset({StartTimer, CancelTimer})
+
+
+@dataclass(frozen=True, slots=True)
+class Alarm(Effect):
+    """Something an operator must see: raised (active) or cleared. Any layer raises one
+    (the bay logic, a GOOSE publisher over its rate limit), the shell shows it."""
+
+    name: str
+    active: bool
+    detail: str = ""

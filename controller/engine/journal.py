@@ -8,7 +8,7 @@ journal reads no clock).
 
 Who commits a batch:
   inline   `JournalStore.commit` on the caller's thread (sync, step, and group without a sink)
-  a sink   group durability with a writer attached (`controller.runtime.journal_writer`):
+  a sink   group durability with a writer attached (`controller.shell.journal_writer`):
            `flush` only hands the batch over; the writer thread commits it. A sink that is
            full refuses the batch: its rows are dropped and counted (never its checkpoints or
            meta, which ride with the next batch), and the next batch that gets through
@@ -23,7 +23,7 @@ Durability modes (per journal, so per machine group):
          layer flushes after each input, so every transition that input caused (a session's
          loop and workflow machines together) is committed, atomically, before any effect.
          synchronous=FULL unless a WAL syncer takes the fsync off the caller's thread
-         (`on_commit`, see `controller.runtime.journal_writer.WalSyncer`)
+         (`on_commit`, see `controller.shell.journal_writer.WalSyncer`)
   memory nothing written to disk (tests, `table run` without --journal)
 
 An I/O error (a full disk, a failing device) never escapes as a bare sqlite error: an inline

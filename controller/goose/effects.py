@@ -161,3 +161,19 @@ class LgosView(Effect):
             "src": self.src,
             "refused": dict(self.refused),
         }
+
+
+@dataclass(frozen=True, slots=True)
+class RxDrops:
+    """The kernel dropped frames meant for us on one side (ring or receive buffer full).
+
+    Reported whenever the count grows: a drop is never silent. ``new`` since the last
+    report, the rest are totals since the socket opened."""
+
+    side: str
+    iface: str
+    new: int
+    drops: int
+    packets: int
+    freeze: int
+    received: int

@@ -3,11 +3,10 @@ only: the bytes are built by `Publisher` from a prebuilt template."""
 
 from __future__ import annotations
 
-from controller.engine.effects import Raise, StartTimer
+from controller.engine.effects import Alarm, Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.goose.effects import PublisherSides, Transmit
 from controller.goose.schedule import interval_ms, tal_ms
-from controller.logic.effects import Alarm
 from protocols.goose import data_shape, encode_all_data
 
 REGISTRY = Registry("goose-publisher")

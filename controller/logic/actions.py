@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.engine.effects import Notify
+from controller.engine.effects import Alarm, Notify
 from controller.engine.registry import Ctx, Event, Registry
-from controller.logic.effects import Alarm, DeviceCommand, PublishTopic
+from controller.logic.effects import DeviceCommand, PublishTopic
 
 REGISTRY = Registry("bay")
 

@@ -4,7 +4,7 @@ Inputs carry one time, `now_ns` (monotonic live, capture time in replay), which 
 timers; `t` on the wire is `now_ns + utc_offset_ns` (0 in replay, where capture time is UTC;
 the live shell sets it from the system clock). The serial side has the `Endpoint` shape
 (receive/advance/take_output/next_deadline) so the firmware simulator can be wired to it
-on a virtual clock (`controller.runtime.loop`). Outputs are collected and taken by the shell:
+on a virtual clock (`controller.replay.virtual_wire`). Outputs are collected and taken by the shell:
 frames to send, bytes for the serial port, and reports for people (verdicts, stream
 states, bay transitions, alarms). Effects chain inside one call — a trip frame becomes a
 TRIP command and a trip-acknowledged frame before `frame()` returns — which is the

@@ -25,15 +25,6 @@ class PublishTopic(Effect):
 
 
 @dataclass(frozen=True, slots=True)
-class Alarm(Effect):
-    """Something an operator must see: raised (active) or cleared."""
-
-    name: str
-    active: bool
-    detail: str = ""
-
-
-@dataclass(frozen=True, slots=True)
 class InputChanged(Effect):
     """An input of the bay logic became valid or invalid (or invalid for another reason).
     `value` is what acts now: the member's value while `valid`, the declared fail-safe value

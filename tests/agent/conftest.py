@@ -7,16 +7,16 @@ from pathlib import Path
 
 import pytest
 
+from controller.agent.host import AgentBay
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
+from controller.agent.tool_runs import RUNS, Implementations
 from controller.agent.tools import TOOLS, ToolSet
 from controller.configfile import load_config
 from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.agent_host import AgentBay
-from controller.runtime.agent_tools import RUNS, Implementations
-from controller.runtime.loop import VirtualWire
+from controller.replay.virtual_wire import VirtualWire
 from firmware_sim.core import Firmware
 
 MS = 1_000_000

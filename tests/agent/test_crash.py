@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.runtime.control import ControlUnavailable, request
+from controller.shell.control import ControlUnavailable, request
 
 REPO = Path(__file__).resolve().parents[2]
 

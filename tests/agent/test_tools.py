@@ -11,15 +11,15 @@ import pytest
 from pydantic import Field
 
 from controller.agent.effects import RunTool
+from controller.agent.host import AgentBay
 from controller.agent.planner import FolderPlanner
 from controller.agent.procedure import ProcedureError, load_procedure, parse_procedure
 from controller.agent.service import AgentService
+from controller.agent.tool_runs import CONDITIONS, RUNS, Implementations
 from controller.agent.tools import TOOLS, Check, ToolArgs, ToolSet
 from controller.configfile import load_config
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.agent_host import AgentBay
-from controller.runtime.agent_tools import CONDITIONS, RUNS, Implementations
 
 from .conftest import PROCEDURES, Rig
 
@@ -292,11 +292,11 @@ steps:
 
 def test_wait_goose_ends_when_the_stream_delivers_the_value(folder):
     """Real frames from bay 2's interlock publisher (goosectl's own) into the bay."""
+    from controller.demo.scenario import CILO, EPOCH, publishers_config
     from controller.goose.config import GooseConfig
     from controller.goose.effects import SendFrame
     from controller.goose.hub import GooseHub
-    from controller.runtime.loop import VirtualWire
-    from controller.runtime.scenario import CILO, EPOCH, publishers_config
+    from controller.replay.virtual_wire import VirtualWire
     from firmware_sim.core import Firmware
     from protocols.goose import Boolean
 

@@ -16,7 +16,7 @@ import tomllib
 import pytest
 
 from controller.cli import CommandError
-from controller.runtime.demo_live import run_live_demo
+from controller.demo.live import run_live_demo
 from tests.support.peers import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

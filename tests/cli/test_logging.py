@@ -145,7 +145,7 @@ def test_run_with_log_json_writes_its_status_lines_as_records(tmp_path) -> None:
     events = [json.loads(line)["event"] for line in r.stdout.splitlines()]
     assert events == ["running", "stopped"]
     records = _records(r.stderr)
-    status = [x for x in records if x["logger"] == "controller.runtime" and x["level"] == "info"]
+    status = [x for x in records if x["logger"] == "controller.shell" and x["level"] == "info"]
     assert len(status) >= 2, records  # one a second
     assert all("breaker" in x["message"] or "streams[" in x["message"] for x in status), status
 

@@ -15,11 +15,11 @@ import time
 import pytest
 
 from controller import cli
+from controller.demo.offline import latency_note
 from controller.engine import Runner, Table
 from controller.engine.effects import Notify
-from controller.runtime.demo import latency_note
-from controller.runtime.journal_writer import LiveJournals
-from controller.runtime.report import Timeline
+from controller.report.bay_report import Timeline
+from controller.shell.journal_writer import LiveJournals
 from tests.support.peers import CAPTURES, REPO, require_binary
 
 CAP = CAPTURES / "iti_GOOSE.pcap"

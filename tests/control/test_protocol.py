@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from controller.agent.config import ControlCfg
-from controller.runtime.control import ControlServer, too_deep
+from controller.shell.control import ControlServer, too_deep
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import time
 import pytest
 
 from controller.link import LinkConfig
-from controller.runtime.loop import VirtualPortPair
-from controller.runtime.serial_link import SerialLink
+from controller.replay.virtual_wire import VirtualPortPair
+from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware
 from firmware_sim.shell import DeviceShell, ShellFaults
 from firmware_sim.transport import PtyTransport

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from controller.link import LinkConfig, LinkCore
-from controller.runtime.serial_link import SerialLink
+from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware
 from firmware_sim.transport import PtyTransport
 from protocols.serial import messages as m

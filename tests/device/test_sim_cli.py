@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 from controller.link import LinkConfig
-from controller.runtime.serial_link import SerialLink
+from controller.shell.serial_link import SerialLink
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -14,7 +14,7 @@ import os
 
 import pytest
 
-from controller.runtime.loop import VirtualPortPair
+from controller.replay.virtual_wire import VirtualPortPair
 from firmware_sim.core import Firmware
 from firmware_sim.shell import DeviceShell
 from firmware_sim.transport import PtyTransport

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controller.runtime.netns import Namespace
+from lab.netns import Namespace
 from protocols.ethernet.pcap import read_capture
 from protocols.ethernet.rawsock import RawSocket
 from tests.support.lines import Lines

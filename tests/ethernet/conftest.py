@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from controller.runtime.netns import Namespace, NetLab, Veth
+from lab.netns import Namespace, NetLab, Veth
 from protocols.ethernet.rawsock import RawSocket
 from tests.support.netns import netlab_fixture
 

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from controller.runtime.netns import vlan_supported
+from lab.netns import vlan_supported
 from protocols.ethernet.rawsock import (
     FrameSizeError,
     LinkDownError,

@@ -19,7 +19,7 @@ from controller.engine.journal import Journal
 from controller.goose.config import RxRingCfg
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.live_bay import BayLive
+from controller.shell.live_bay import BayLive
 from tests.ethernet.burst import MmsgSender
 from tests.ethernet.frames import frame
 

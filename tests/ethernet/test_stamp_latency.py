@@ -26,8 +26,8 @@ class Echo(GooseHub):
 
 def test_stamp_to_sent_counts_only_frames_that_sent_and_includes_the_handling():
     require_root()
-    from controller.runtime.goose_live import LiveGoose
-    from controller.runtime.netns import netlab
+    from controller.shell.goose_live import LiveGoose
+    from lab.netns import netlab
     from protocols.ethernet.rawsock import RawSocket
 
     with netlab() as lab:

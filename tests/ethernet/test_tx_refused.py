@@ -16,7 +16,7 @@ import pytest
 from controller.goose.config import GooseConfig
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_live import LiveGoose
+from controller.shell.goose_live import LiveGoose
 from protocols.ethernet.rawsock import RawSocket, TxQueueFullError
 from tests.ethernet.frames import GROUP_A, frame
 from tests.support.peers import require_binary

@@ -191,8 +191,8 @@ def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
 
 
 def test_a_kernel_drop_is_a_timeline_line_and_an_anomaly() -> None:
-    from controller.runtime.goose_live import RxDrops
-    from controller.runtime.report import Timeline
+    from controller.goose.effects import RxDrops
+    from controller.report.bay_report import Timeline
 
     timeline = Timeline(0)
     timeline.add(1_500_000_000, RxDrops("A", "eth0", 12, 12, 100, 1, 88))

@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 
+from controller.demo.scenario import CILO, EPOCH, SCADA, publishers_config
 from controller.engine import Journal
 from controller.goose.config import GooseConfig
 from controller.goose.effects import SendFrame
@@ -15,8 +16,7 @@ from controller.goose.hub import GooseHub
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
-from controller.runtime.loop import VirtualWire
-from controller.runtime.scenario import CILO, EPOCH, SCADA, publishers_config
+from controller.replay.virtual_wire import VirtualWire
 from firmware_sim.core import Firmware
 from protocols.goose import Boolean, Quality, decode_frame
 

@@ -11,7 +11,7 @@ import pytest
 from controller.goose.config import GooseConfig
 from controller.goose.effects import FrameClassified
 from controller.goose.hub import GooseHub
-from controller.runtime.replay import capture_frames
+from controller.replay.goose_replay import capture_frames
 from protocols.goose import decode_frame, encode_frame
 from tests.support.peers import CAPTURES, capture_files
 

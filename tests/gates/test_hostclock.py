@@ -1,11 +1,11 @@
-"""The time quality of `t` from the host clock (controller/runtime/hostclock.py)."""
+"""The time quality of `t` from the host clock (controller/shell/hostclock.py)."""
 
 from __future__ import annotations
 
 import pytest
 
 from controller.goose.config import PublisherCfg
-from controller.runtime.hostclock import STA_UNSYNC, TIME_ERROR, quality_of, read_clock
+from controller.shell.hostclock import STA_UNSYNC, TIME_ERROR, quality_of, read_clock
 from protocols.goose import time_quality
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from controller.configfile import ConfigError, load_config
+from controller.demo.scenario import CILO
 from controller.engine import Journal
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.scenario import CILO
 from protocols.goose import Dbpos, Quality
 
 from .bay import Bay, config
@@ -209,11 +209,11 @@ def test_a_controller_configured_in_test_mode_starts_in_it():
 
 def test_an_agent_device_command_is_withheld_too(tmp_path):
     """test-blocked and off keep every command from the device, the agent's included."""
+    from controller.agent.host import AgentBay
     from controller.agent.planner import FolderPlanner
     from controller.agent.service import AgentService
     from controller.logic.effects import CommandWithheld
-    from controller.runtime.agent_host import AgentBay
-    from controller.runtime.loop import VirtualWire
+    from controller.replay.virtual_wire import VirtualWire
     from firmware_sim.core import Firmware
 
     (tmp_path / "poke.yaml").write_text(

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.runtime.netns import netlab
+from lab.netns import netlab
 from tests.support.peers import require_iec61850, require_root
 
 pytestmark = pytest.mark.root
@@ -33,8 +33,8 @@ DST = "01:0c:cd:01:00:01"
 
 PEER = """
 import sys, time
-from controller.runtime.iec61850_peer import Publisher
-from controller.runtime.goose_live import interface_mac
+from lab.iec61850_peer import Publisher
+from controller.shell.goose_live import interface_mac
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import Boolean, BitString, GooseFrame, UtcTime, encode_frame
 
@@ -170,8 +170,8 @@ SUBSTATION = """
 import select, sys, time
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.runtime.iec61850_peer import Publisher
-from controller.runtime.scenario import CILO, SCADA, publishers_config
+from lab.iec61850_peer import Publisher
+from controller.demo.scenario import CILO, SCADA, publishers_config
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import Boolean, parse_header
 
@@ -279,11 +279,11 @@ class LiveController:
 
     def __init__(self, lab, sock: Path) -> None:
         from controller.configfile import load_config
+        from controller.demo.live import DeviceThread
         from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
         from controller.logic.core import BayController
-        from controller.runtime.control import ControlServer, controller_ops
-        from controller.runtime.demo_live import DeviceThread
-        from controller.runtime.live_bay import BayLive
+        from controller.shell.control import ControlServer, controller_ops
+        from controller.shell.live_bay import BayLive
 
         self.sub, self.ctl = lab.namespace(), lab.namespace()
         self.veth = lab.veth(self.sub, self.ctl, a="net0", b="net0")
@@ -332,7 +332,7 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
     require_root()
     require_iec61850()
     from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
-    from controller.runtime.hostclock import host_time_quality
+    from controller.shell.hostclock import host_time_quality
 
     sock = tmp_path / "ctl.sock"
     with netlab() as lab:

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from controller.runtime.netns import netlab
+from lab.netns import netlab
 from protocols.ethernet.rawsock import RawSocket
 from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.lines import Lines
@@ -60,7 +60,7 @@ def frame_line(st: int, cls: str):
 
 PEER_SEQUENCE = """
 import json, sys, time
-from controller.runtime.iec61850_peer import Publisher
+from lab.iec61850_peer import Publisher
 p = Publisher(sys.argv[1], appid=0x1000, dst=bytes.fromhex("010ccd010001"), use_vlan=False,
               gocb_ref="PEER/LLN0$GO$trip", dataset="PEER/LLN0$ds", go_id="trip", tal_ms=800)
 v = lambda b: [{"type": "boolean", "value": b}]
@@ -278,8 +278,8 @@ def test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on():
     """A defect behind one frame (here: a hub that raises) never stops the live loop."""
     require_root()
     from controller.goose.hub import GooseHub
-    from controller.runtime.goose_live import LiveGoose
-    from controller.runtime.netns import netlab
+    from controller.shell.goose_live import LiveGoose
+    from lab.netns import netlab
     from protocols.ethernet.rawsock import RawSocket
     from tests.goose.helpers import raw_frame
 

@@ -6,9 +6,9 @@ crossing is one alarm and one journal row, the all-clear another."""
 from __future__ import annotations
 
 from controller.engine import Journal
+from controller.engine.effects import Alarm
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.logic.effects import Alarm
 from protocols.goose import decode_frame
 
 from .helpers import GOCB, MS, UTC0, bools, frames, pub_cfg, publisher

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main as goosectl
-from controller.runtime.replay import capture_frames
+from controller.replay.goose_replay import capture_frames
 from protocols.ethernet.pcap import PcapWriter, read_capture
 from protocols.goose import GooseFrame, OctetString, encode_frame
 from tests.hostile.frames import BASE, pcapng

@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 
 from controller.cli import main as goosectl
-from controller.runtime.capture_clock import MAX_NS, CaptureClock, CaptureTimeError, TimeJump
-from controller.runtime.replay import capture_frames
+from controller.replay.capture_clock import MAX_NS, CaptureClock, CaptureTimeError, TimeJump
+from controller.replay.goose_replay import capture_frames
 from protocols.ethernet.pcap import read_capture
 from protocols.goose import GooseFrame, encode_frame
 from tests.hostile.frames import BASE, pcapng

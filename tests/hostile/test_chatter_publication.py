@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from controller.configfile import load_config
+from controller.engine.effects import Alarm
 from controller.logic.config import ControllerConfig
 from controller.logic.core import BayController
-from controller.logic.effects import Alarm
-from controller.runtime.loop import VirtualWire
+from controller.replay.virtual_wire import VirtualWire
 from firmware_sim.core import Firmware
 from protocols.goose import decode_frame
 from protocols.serial import messages as m

@@ -18,7 +18,7 @@ import sys
 import time
 from pathlib import Path
 
-from controller.runtime.control import ControlUnavailable, request
+from controller.shell.control import ControlUnavailable, request
 from tests.support.smallfs import fill, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]

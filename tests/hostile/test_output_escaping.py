@@ -12,7 +12,7 @@ from pathlib import Path
 from controller.cli import main as goosectl
 from controller.display import printable
 from controller.goose.hub import GooseHub
-from controller.runtime.goose_report import Reporter
+from controller.report.goose_report import Reporter
 from protocols.ethernet.pcap import PcapWriter, read_capture
 from protocols.goose import Boolean, GooseFrame, MmsString, encode_frame
 from tests.hostile.frames import BASE

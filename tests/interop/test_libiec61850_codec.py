@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from scapy.utils import RawPcapReader
 
-from controller.runtime.netns import Namespace, NetLab, netlab
+from lab.netns import Namespace, NetLab, netlab
 from protocols.ethernet.rawsock import RawSocket
 from protocols.ethernet.vlan import VlanTag
 from protocols.goose.data import (
@@ -50,7 +50,7 @@ GOCB = "PEER_IED/LLN0$GO$gcbAll"
 DATSET = "PEER_IED/LLN0$dsAll"
 GOID = "peerAll"
 
-#: Every type libiec61850 can publish, in typed JSON (see controller/runtime/iec61850_peer.py).
+#: Every type libiec61850 can publish, in typed JSON (see lab/iec61850_peer.py).
 ALL_TYPES: list[dict[str, Any]] = [
     {"type": "boolean", "value": True},
     {"type": "boolean", "value": False},
@@ -133,7 +133,7 @@ def link() -> Iterator[tuple[NetLab, Namespace, Namespace]]:
 
 def _publish(ns: Namespace, *args: str, datasets: list[list[dict[str, Any]]]) -> None:
     proc = ns.python_module(
-        "controller.runtime.iec61850_peer",
+        "lab.iec61850_peer",
         "publish",
         "--iface",
         "peer0",
@@ -209,7 +209,7 @@ def test_untagged_publication_and_simulation_flag(link) -> None:
 @pytest.mark.root
 def test_libiec61850_publishes_mms_string_that_it_cannot_decode_but_we_can(link) -> None:
     _, ours, theirs = link
-    from controller.runtime.iec61850_peer import parse_with_libiec61850
+    from lab.iec61850_peer import parse_with_libiec61850
 
     values = [{"type": "boolean", "value": True}, {"type": "mMSString", "value": "Schütz offen"}]
     with ours.entered():
@@ -285,7 +285,7 @@ def _capture_frames() -> list[tuple[str, int, bytes]]:
 
 def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
     require_iec61850()
-    from controller.runtime.iec61850_peer import LibIec61850Parser
+    from lab.iec61850_peer import LibIec61850Parser
 
     compared = 0
     for name, i, raw in _capture_frames():
@@ -313,7 +313,7 @@ def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
 def test_libiec61850_misreports_vlan_priority() -> None:
     """The ITI demo capture is VLAN 10 with PCP 4; libiec61850 says 10 and 0."""
     require_iec61850()
-    from controller.runtime.iec61850_peer import parse_with_libiec61850
+    from lab.iec61850_peer import parse_with_libiec61850
 
     demo = [raw for name, _, raw in _capture_frames() if name == "iti_GOOSE_DEMO.pcap"]
     assert demo, "iti_GOOSE_DEMO.pcap missing from the captures"
@@ -331,7 +331,7 @@ def test_libiec61850_misreports_vlan_priority() -> None:
 
 def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
     require_iec61850()
-    from controller.runtime.iec61850_peer import parse_with_libiec61850
+    from lab.iec61850_peer import parse_with_libiec61850
 
     frame = GooseFrame(
         gocb_ref=GOCB, dat_set=DATSET, go_id=GOID, appid=1, dst=DST,
@@ -351,7 +351,7 @@ def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
 
 def test_arbitrary_bytes_do_not_crash_the_libiec61850_parser() -> None:
     require_iec61850()
-    from controller.runtime.iec61850_peer import LibIec61850Parser
+    from lab.iec61850_peer import LibIec61850Parser
 
     parser = LibIec61850Parser()
     try:

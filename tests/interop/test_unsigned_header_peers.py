@@ -62,7 +62,7 @@ def test_stnum_and_sqnum_read_like_tshark(tmp_path: Path) -> None:
 
 def test_every_field_reads_like_libiec61850() -> None:
     require_iec61850()
-    from controller.runtime.iec61850_peer import parse_with_libiec61850
+    from lab.iec61850_peer import parse_with_libiec61850
 
     for (name, content), raw in zip(CRAFTED, _frames(), strict=True):
         ours = decode_frame(raw)

@@ -1,5 +1,5 @@
 """The bay controller end to end on the virtual clock: GOOSE in, device over the link, GOOSE
-out. The scenario is built by goosectl's own publishers (controller/runtime/scenario.py)."""
+out. The scenario is built by goosectl's own publishers (controller/demo/scenario.py)."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 
 from controller.configfile import ConfigError, load_config
+from controller.demo.scenario import EPOCH, S, build
 from controller.engine import Journal
-from controller.engine.effects import Notify
+from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import StreamState
 from controller.logic.config import ControllerConfig
 from controller.logic.core import BayController, BayStep
-from controller.logic.effects import Alarm, DeviceCommand
-from controller.runtime.bay_replay import BayReplay
-from controller.runtime.scenario import EPOCH, S, build
+from controller.logic.effects import DeviceCommand
+from controller.replay.bay_replay import BayReplay
 from firmware_sim.core import Firmware
 from protocols.ethernet.pcap import read_capture
 from protocols.goose import decode_frame

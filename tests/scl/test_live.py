@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from controller.runtime.netns import netlab
+from lab.netns import netlab
 from tests.goose.test_live import start_listener, stop_listener
 from tests.support.peers import REPO, require_root
 

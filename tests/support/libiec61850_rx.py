@@ -1,7 +1,7 @@
 """Start libiec61850's GOOSE receiver in a namespace and prove it listens before a test
 sends what it must receive.
 
-Observed (controller/runtime/iec61850_peer.py): frames arriving in the first ~10-20 ms
+Observed (lab/iec61850_peer.py): frames arriving in the first ~10-20 ms
 after its receiver starts are lost, and its `ready` line comes before that. The proof is a
 first frame seen: primer frames go out until the receiver reports one (`primed`).
 """
@@ -12,7 +12,7 @@ import json
 import selectors
 import subprocess
 
-from controller.runtime.netns import Namespace
+from lab.netns import Namespace
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose.frame import GooseFrame, encode_frame
 
@@ -25,7 +25,7 @@ def start_primed_receiver(
     """`iec61850_peer receive` on `iface` (observer mode: primers must reach it) for
     `count` messages after the primers; `sock` sends the primers towards it."""
     proc = ns.python_module(
-        "controller.runtime.iec61850_peer", "receive", "--iface", iface, "--count", str(count),
+        "lab.iec61850_peer", "receive", "--iface", iface, "--count", str(count),
         "--timeout", str(timeout), "--prime-gocb-ref", PRIMER, "--json",
     )  # fmt: skip
     line = proc.stdout.readline()

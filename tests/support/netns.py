@@ -1,4 +1,4 @@
-"""The pytest fixture for network namespaces; the lab itself is `controller.runtime.netns`
+"""The pytest fixture for network namespaces; the lab itself is `lab.netns`
 (the product's `demo --live` and `bench --live` use it too)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from controller.runtime.netns import NetLab, netlab
+from lab.netns import NetLab, netlab
 from tests.support.peers import require_root
 
 

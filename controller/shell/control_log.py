@@ -20,7 +20,7 @@ from controller.engine import Journal, Runner, Table
 from controller.engine.machine import Machine, Step
 from controller.engine.resources import shipped
 
-TABLES = shipped("controller.runtime", "tables")
+TABLES = shipped("controller.shell", "tables")
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
 

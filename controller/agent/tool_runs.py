@@ -94,7 +94,7 @@ class ToolRunner:
         if missing:
             raise ValueError(
                 f"agent tools declared without an implementation: {', '.join(missing)} "
-                "(register one with @RUNS.runs(Model) in controller/runtime/agent_tools.py)"
+                "(register one with @RUNS.runs(Model) in controller/agent/tool_runs.py)"
             )
         self.runs = runs
         self.commands: dict[int, tuple[RunTool, str, dict[str, Any]]] = {}

@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from controller.configfile import load_config
+from controller.demo.scenario import CILO, EPOCH, S, publishers_config
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.journal_writer import LiveJournals
-from controller.runtime.loop import VirtualWire
-from controller.runtime.scenario import CILO, EPOCH, S, publishers_config
+from controller.replay.virtual_wire import VirtualWire
+from controller.shell.journal_writer import LiveJournals
 from firmware_sim.core import Firmware
 from protocols.goose import Boolean, Quality
 

@@ -22,14 +22,13 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from controller.engine.effects import Notify
-from controller.goose.effects import SendFrame
+from controller.goose.effects import RxDrops, SendFrame
 from controller.ports import GooseEndpoint
-from controller.runtime.hostclock import host_time_quality
+from controller.shell.hostclock import host_time_quality
 from protocols.ethernet.rawsock import (
     KernelStats,
     LinkDownError,
@@ -60,22 +59,6 @@ CONTROLLER_RING = RingSpec(version=2)
 #: While the kernel refuses sends (ENOBUFS/EAGAIN) the loop retries about this often
 #: (epoll's millisecond; never by spinning: a queue that stays full must not eat a core).
 TX_RETRY_S = 0.001
-
-
-@dataclass(frozen=True, slots=True)
-class RxDrops:
-    """The kernel dropped frames meant for us on one side (ring or receive buffer full).
-
-    Reported whenever the count grows: a drop is never silent. ``new`` since the last
-    report, the rest are totals since the socket opened."""
-
-    side: str
-    iface: str
-    new: int
-    drops: int
-    packets: int
-    freeze: int
-    received: int
 
 
 def rx_counters(socks: dict[str, RawSocket]) -> dict[str, Any]:

@@ -27,11 +27,11 @@ from pathlib import Path
 
 import yaml
 
+from controller.demo.scenario import CILO, SCADA, publishers_config
 from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.logic.config import DEFAULT_CONFIG
-from controller.runtime.netns import NetLab
-from controller.runtime.scenario import CILO, SCADA, publishers_config
+from lab.netns import NetLab
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import (
     Boolean,
@@ -198,7 +198,7 @@ class WireTrip:
         if load_fps:
             self.procs.append(
                 peer.python_module(
-                    "controller.runtime.wire_latency",
+                    "lab.wire_latency",
                     "load",
                     "--iface",
                     IFACE,
@@ -358,7 +358,7 @@ def load(iface: str, streams: int, fps: int) -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m controller.runtime.wire_latency")
+    p = argparse.ArgumentParser(prog="python -m lab.wire_latency")
     sub = p.add_subparsers(dest="cmd", required=True)
     lo = sub.add_parser("load")
     lo.add_argument("--iface", required=True)

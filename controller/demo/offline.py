@@ -1,6 +1,6 @@
 """`goosectl demo`: the whole controller on a scenario it builds itself, no root needed.
 
-1. build the scenario capture with goosectl's own publishers (controller/runtime/scenario.py)
+1. build the scenario capture with goosectl's own publishers (controller/demo/scenario.py)
 2. replay it through the bay controller on the virtual clock, driving the firmware simulator
    over a real pty (or in memory with `pty=False`)
 3. report: the timeline of transitions, the anomalies found (each frame and input the
@@ -18,19 +18,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
+from controller.agent.host import AgentBay
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
 from controller.configfile import load_config
+from controller.demo.scenario import S, Scenario, build
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.engine.resources import shipped
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
-from controller.runtime.agent_host import AgentBay
-from controller.runtime.bay_replay import Action, BayReplay
-from controller.runtime.journal_clock import anchor as anchor_clock
-from controller.runtime.report import Timeline, percentiles, report_block
-from controller.runtime.scenario import S, Scenario, build
+from controller.replay.bay_replay import Action, BayReplay
+from controller.report.bay_report import Timeline, percentiles, report_block
+from controller.shell.journal_clock import anchor as anchor_clock
 from firmware_sim.core import Firmware
 
 Progress = Callable[[float, str], None]
@@ -56,7 +56,7 @@ def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
     the replay builds its in-memory wire). `endpoint` is the bay or `AgentBay`."""
     if not pty:
         return None, lambda: None
-    from controller.runtime.pty_wire import pty_wire
+    from controller.demo.simulator import pty_wire
 
     return pty_wire(endpoint, fw, t0)
 
@@ -176,7 +176,7 @@ def serve(
     import signal
     import time
 
-    from controller.runtime.control import ControlServer, controller_ops, default_path
+    from controller.shell.control import ControlServer, controller_ops, default_path
 
     sel = selectors.DefaultSelector()
     handler = controller_ops(host.bay, host.handle)

@@ -36,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.engine.journal import Batch, Journal, JournalIOError, JournalStore, connect
-from controller.runtime.journal_clock import anchor as anchor_clock
-from controller.runtime.report import percentiles
+from controller.report.bay_report import percentiles
+from controller.shell.journal_clock import anchor as anchor_clock
 
 #: The loop waits at most this long for the GIL when a writer thread holds it.
 SWITCH_INTERVAL_S = 0.0002

@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from controller.agent.config import ControlCfg
-from controller.runtime.control_log import ControlLog
-from controller.runtime.control_socket import Peer, claim, default_path, group_id, peer_of, refusal
+from controller.shell.control_log import ControlLog
+from controller.shell.control_socket import Peer, claim, default_path, group_id, peer_of, refusal
 
 __all__ = [
     "ControlDenied",

@@ -1,7 +1,7 @@
 """Replay frames through the bay controller, with the device simulator on the same clock.
 
 The controller and the firmware are two sans-IO endpoints on one virtual clock
-(`controller.runtime.loop`): connected in memory (`VirtualWire`) or through a real pty
+(`controller.replay.virtual_wire`): connected in memory (`VirtualWire`) or through a real pty
 (`VirtualPortPair`); either way a 5 s spring charge costs no wall time and the run is
 reproducible. Frames enter at their capture time; timers of both sides fire in order
 between them; every frame the controller emits is written to the output pcap at the
@@ -16,8 +16,7 @@ from typing import Any
 
 from controller.logic.core import BayController
 from controller.logic.effects import DeviceCommand
-from controller.runtime.loop import VirtualWire
-from firmware_sim.core import Firmware
+from controller.replay.virtual_wire import Endpoint, VirtualWire
 from protocols.ethernet.pcap import PcapWriter
 
 Report = Callable[[int, Any], None]
@@ -28,7 +27,7 @@ class BayReplay:
     def __init__(
         self,
         bay: BayController,
-        firmware: Firmware,
+        firmware: Endpoint,
         out_pcap=None,
         on_report: Report | None = None,
         wire=None,

@@ -17,11 +17,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.cli import CommandError
 from controller.configfile import load_config
 from controller.engine import Journal
+from controller.errors import CommandError
 from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
-from controller.runtime.report import Timeline, percentiles, report_block
+from controller.report.bay_report import Timeline, percentiles, report_block
 
 IFACE = "net0"
 #: (seconds after start, what, value): the substation's side of the script
@@ -40,10 +40,10 @@ STUCK_AT = 3.8  # the breaker mechanism sticks (device fault) before the second 
 
 def peer(iface: str) -> int:
     """The substation: libiec61850 publishes the trip, goosectl publishes CILO and SCADA."""
+    from controller.demo.scenario import CILO, SCADA, publishers_config
     from controller.goose.config import GooseConfig
     from controller.goose.hub import GooseHub
-    from controller.runtime.iec61850_peer import Publisher
-    from controller.runtime.scenario import CILO, SCADA, publishers_config
+    from lab.iec61850_peer import Publisher
     from protocols.ethernet.rawsock import RawSocket
     from protocols.goose import Boolean
 
@@ -119,8 +119,8 @@ def run_live_demo(args: argparse.Namespace) -> int:
             "sudo .venv/bin/goosectl demo --live"
         )
     from controller.logic.core import BayController
-    from controller.runtime.live_bay import BayLive
-    from controller.runtime.netns import NetLab
+    from controller.shell.live_bay import BayLive
+    from lab.netns import NetLab
 
     folder = args.out or Path(tempfile.mkdtemp(prefix="goosectl-demo-live-"))
     folder.mkdir(parents=True, exist_ok=True)
@@ -146,7 +146,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
                     timeline.add(time.monotonic_ns(), e)
 
             live.on_effects = note
-            ied = sub.python_module("controller.runtime.demo_live", "peer", "--iface", IFACE)
+            ied = sub.python_module("controller.demo.live", "peer", "--iface", IFACE)
             # the script's times count from the peer's start, and an interpreter can take a
             # second to start: the device's fault is timed from the peer's "ready", not ours
             out, err = ied.stdout, ied.stderr
@@ -222,7 +222,7 @@ class DeviceThread:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m controller.runtime.demo_live")
+    p = argparse.ArgumentParser(prog="python -m controller.demo.live")
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("peer")
     pe.add_argument("--iface", required=True)

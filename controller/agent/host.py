@@ -15,9 +15,9 @@ from typing import Any
 
 from controller.agent.effects import Respond, RunTool
 from controller.agent.service import AgentService
+from controller.agent.tool_runs import RUNS, Implementations, ToolRunner
 from controller.engine.effects import Notify
 from controller.logic.core import BayController
-from controller.runtime.agent_tools import RUNS, Implementations, ToolRunner
 
 
 class AgentBay:

@@ -1,7 +1,7 @@
 /*
  * libiec61850's own GOOSE ping-pong: the reference the wire benchmark divides by.
  *
- * Built by controller/runtime/iec61850_pingpong.py against the libiec61850 shared library
+ * Built by lab/iec61850_pingpong.py against the libiec61850 shared library
  * that the pyiec61850-ng wheel ships (the wheel has no headers, so the few public API
  * functions used here are declared below from libiec61850's documented API; structs
  * stay opaque except CommParameters, which the API passes by pointer).

@@ -19,7 +19,7 @@ from controller.engine.effects import Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
-from controller.runtime.capture_clock import TimeJump
+from controller.replay.capture_clock import TimeJump
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
 
 

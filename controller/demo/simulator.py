@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 from controller.logic.core import BayController
-from controller.runtime.loop import VirtualPortPair
-from controller.runtime.serial_link import SerialLink
+from controller.replay.virtual_wire import VirtualPortPair
+from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware
 from firmware_sim.shell import DeviceShell
 from firmware_sim.transport import PtyTransport

@@ -1,7 +1,7 @@
 """libiec61850's own GOOSE ping-pong between two namespaces: the wire benchmark's reference.
 
 Why: "goosectl answers a trip in X us on the wire" means little alone; beside the raw
-AF_PACKET echo (the kernel's floor, controller.runtime.wire_floor) it says what our Python
+AF_PACKET echo (the kernel's floor, lab.wire_floor) it says what our Python
 costs, and beside libiec61850 doing the same exchange in C it says what a mature GOOSE
 stack costs on the same veth, the same kernel and the same (shared) CPUs.
 
@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from controller.runtime.netns import NetLab
+from lab.netns import NetLab
 
 SOURCE = Path(__file__).with_name("iec61850_pingpong.c")
 IFACE = "pp0"

@@ -58,7 +58,7 @@ def _run(argv: Sequence[str], *, check: bool = True, timeout: float = 30.0, **kw
 
 
 #: the checkout (or site-packages) root, so `python -m` in a namespace finds this code
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[1]
 
 
 def ip(*args: str, ns: str | None = None, check: bool = True) -> subprocess.CompletedProcess:

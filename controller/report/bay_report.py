@@ -12,7 +12,7 @@ from typing import Any
 from controller.agent.effects import Respond, RunTool
 from controller.display import printable
 from controller.engine.effects import Notify
-from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
+from controller.goose.effects import FrameClassified, LgosView, PublisherSides, RxDrops, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.link.effects import LinkEvent
 from controller.logic.core import BayStep
@@ -24,7 +24,6 @@ from controller.logic.effects import (
     ModeChanged,
     PublishTopic,
 )
-from controller.runtime.goose_live import RxDrops
 
 NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused

@@ -18,7 +18,7 @@ from typing import Any
 
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
-from controller.runtime.capture_clock import CaptureClock
+from controller.replay.capture_clock import CaptureClock
 from protocols.ethernet.pcap import PcapWriter, read_capture
 from protocols.goose import is_goose
 

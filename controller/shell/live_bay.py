@@ -9,13 +9,13 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from controller.engine.effects import Notify
-from controller.goose.effects import FrameClassified, SendFrame, StreamState
+from controller.engine.effects import Alarm, Notify
+from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
 from controller.logic.core import BayController
-from controller.logic.effects import Alarm, CommandWithheld, DeviceCommand
+from controller.logic.effects import CommandWithheld, DeviceCommand
 from controller.ports import SerialEndpoint
-from controller.runtime.goose_live import LiveGoose, RxDrops
-from controller.runtime.serial_link import SerialLink
+from controller.shell.goose_live import LiveGoose
+from controller.shell.serial_link import SerialLink
 from protocols.goose import Vlan
 
 

@@ -1,0 +1,10 @@
+"""The lab: test peers and measuring harnesses, outside the product package.
+
+Network namespaces and veth pairs that tests create and always remove (`netns`), the
+libiec61850 peer and ping-pong reference (`iec61850_*`, which must share no code with the
+product: they are its oracles), the raw-socket and pty floors (`floors`, `wire_floor`) and
+the latency harnesses (`latency` in process, `wire_latency` on the wire).
+
+Loaded explicitly by tests, benchmarks and `goosectl demo --live` / `bench --live`; nothing
+in `controller`, `protocols` or `firmware_sim` imports it at module level.
+"""
