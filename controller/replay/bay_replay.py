@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Protocol
 
 from controller.logic.core import BayController
 from controller.logic.effects import DeviceCommand
@@ -23,11 +23,19 @@ Report = Callable[[int, Any], None]
 Action = Callable[[int], object]  # called with the virtual time; what it returns is ignored
 
 
+class Device(Endpoint, Protocol):
+    """The device a bay replay drives (the simulator's firmware, in the demo): an endpoint
+    of the virtual wire that also takes faults. Named here, not imported, so replay never
+    depends on `firmware_sim`."""
+
+    def inject(self, what: str, value: Any, now_ns: int) -> None: ...
+
+
 class BayReplay:
     def __init__(
         self,
         bay: BayController,
-        firmware: Endpoint,
+        firmware: Device,
         out_pcap=None,
         on_report: Report | None = None,
         wire=None,

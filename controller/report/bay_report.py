@@ -11,13 +11,12 @@ from typing import Any
 
 from controller.agent.effects import Respond, RunTool
 from controller.display import printable
-from controller.engine.effects import Notify
+from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, RxDrops, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.link.effects import LinkEvent
 from controller.logic.core import BayStep
 from controller.logic.effects import (
-    Alarm,
     CommandWithheld,
     DeviceCommand,
     InputChanged,
