@@ -236,7 +236,7 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = None
     stderr = LinePump(sys.stderr)  # never blocks the loop
     if args.realtime:  # the pump's thread inherited the loop's priority: one below it
-        from controller.runtime.realtime import helper_threads
+        from controller.shell.realtime import helper_threads
 
         helper_threads(args.rt_priority)
     # log records go through it too; with --log-json the status lines become records
