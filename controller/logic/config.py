@@ -116,6 +116,11 @@ class DeviceCfg(_Cfg):
         default=3, ge=1, description="device restarts per reboot_window_ms before an alarm"
     )
     reboot_window_ms: float = Field(default=60_000, gt=0)
+    reboot_quiet_ms: float = Field(
+        default=5000,
+        gt=0,
+        description="in a reboot loop, how long the device must stay up before one resync",
+    )
     # the simulator's mechanism, when port is `sim` (the demo and replay --device sim)
     open_ms: int = Field(default=30, gt=0)
     close_ms: int = Field(default=60, gt=0)

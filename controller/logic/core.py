@@ -72,6 +72,7 @@ class BayController:
                 chatter_window_ms=config.device.chatter_window_ms,
                 reboot_max=config.device.reboot_max,
                 reboot_window_ms=config.device.reboot_window_ms,
+                reboot_quiet_ms=config.device.reboot_quiet_ms,
             ),
             now_ns,
         )
