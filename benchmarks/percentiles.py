@@ -7,9 +7,12 @@ is measured and subtracted), so a p99 is a real 99th percentile of calls, not of
 from __future__ import annotations
 
 import gc
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+import pytest
 
 
 @dataclass
@@ -147,10 +150,6 @@ def check_budget(met: bool, numbers: str) -> None:
     to judge them."""
     if met:
         return
-    import os
-
-    import pytest
-
     message = f"budget not met: {numbers}"
     if os.environ.get(ENFORCE_BUDGETS) == "1":
         pytest.fail(message)

@@ -195,15 +195,8 @@ def test_dispatch_with_journal(benchmark, samples, tmp_path, durability):
     group = "engine-dispatch/ring10+journal"
     eng = engine_ring()
     journal = Journal(tmp_path / "j.sqlite", durability=durability, interval_ms=5)
-    t = [0]
-    dispatch, record, maybe_flush = eng.dispatch, journal.record, journal.maybe_flush
-
-    def one():
-        t[0] += 20_000  # 50,000 events/s of virtual time
-        now = t[0]
-        step = dispatch("next", now)
-        record(eng, step, now)
-        maybe_flush(now)
+    one = journaled_dispatch(eng, journal)
+    dispatch = eng.dispatch
 
     n = samples if durability == "group" else max(500, samples // 100)
     res = sample_calls(one, n, name=f"goosectl+journal({durability})", group=group)
@@ -213,6 +206,22 @@ def test_dispatch_with_journal(benchmark, samples, tmp_path, durability):
     benchmark.pedantic(one, rounds=50, iterations=20)
     journal.close()
     assert res.p99 < BUDGET_P99_US or durability == "sync"
+
+
+def journaled_dispatch(eng, journal):
+    """One transition as the live loop makes it: dispatched, recorded, the journal flushed
+    when due; virtual time advances 20 us a call (50,000 events/s)."""
+    t = [0]
+    dispatch, record, maybe_flush = eng.dispatch, journal.record, journal.maybe_flush
+
+    def one():
+        t[0] += 20_000
+        now = t[0]
+        step = dispatch("next", now)
+        record(eng, step, now)
+        maybe_flush(now)
+
+    return one
 
 
 #: ARCHITECTURE.md, performance budget: engine dispatch, one transition.
@@ -232,15 +241,7 @@ def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
     switch = sys.getswitchinterval()  # LiveJournals lowers it, as run does; restored after
     journals = LiveJournals(tmp_path / "bay.sqlite", None)
     journal = journals.bay
-    t = [0]
-    dispatch, record, maybe_flush = eng.dispatch, journal.record, journal.maybe_flush
-
-    def one():
-        t[0] += 20_000  # 50,000 events/s of virtual time
-        now = t[0]
-        step = dispatch("next", now)
-        record(eng, step, now)
-        maybe_flush(now)
+    one = journaled_dispatch(eng, journal)
 
     try:
         res = sample_calls(one, samples, name="ring10 dispatch+journal", group=group, keep_gc=True)
