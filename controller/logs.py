@@ -17,6 +17,13 @@ Loggers are named after packages (`logging.getLogger(__package__)`): `controller
 Plain lines read ``goosectl: <message>``, as the command's messages always have (a debug
 line also names its logger). `--log-json` makes every record one JSON object per line:
 ``{"time", "level", "logger", "message"}``.
+
+What a live shell reports (`run`'s status line, an alarm raised or cleared, a limit crossed,
+frames the kernel dropped, an error) is an *event*: a record made by `event`, which carries
+a name and fields besides its message. Plain, it reads as it always has (the status line
+bare, the rest ``goosectl: ...``); with --log-json its name and fields are keys of the
+object (``{"level": "info", "logger": "controller.shell", "event": "status", "mode": ...}``),
+so a collector reads the counters without parsing the text.
 """
 
 from __future__ import annotations
@@ -26,7 +33,7 @@ import json
 import logging
 import sys
 from collections.abc import Iterable
-from typing import Protocol, TextIO, cast
+from typing import Any, Protocol, TextIO, cast
 
 #: The top-level packages whose loggers follow -v/-q; other libraries stay at WARNING
 #: (-vv: DEBUG too).
@@ -60,11 +67,31 @@ class StderrHandler(logging.StreamHandler):
         super().handleError(record)
 
 
+#: Events whose plain line is the message alone: the status line, read every second,
+#: is a row of counters that a prefix would only push to the right.
+BARE_EVENTS = frozenset({"status"})
+#: Keys of a JSON record that an event's fields never replace.
+RECORD_KEYS = ("time", "level", "logger", "event", "message", "exception")
+
+
+def event(
+    log: logging.Logger, level: int, name: str, msg: str, *args: object, **fields: Any
+) -> None:
+    """Log `msg % args` as the event `name` with `fields` (JSON-ready values). Nothing is
+    made or formatted when `level` is off for `log`; a caller whose fields cost something
+    to gather asks `log.isEnabledFor(level)` first (the status line does)."""
+    if log.isEnabledFor(level):
+        log.log(level, msg, *args, extra={"event": name, "fields": fields})
+
+
 class PlainFormatter(logging.Formatter):
-    """``goosectl: <message>``; a debug line also names its logger (the subsystem)."""
+    """``goosectl: <message>``; a debug line also names its logger (the subsystem); the
+    status line (`BARE_EVENTS`) is its message alone, as a person has always read it."""
 
     def format(self, record: logging.LogRecord) -> str:
         message = record.getMessage()
+        if getattr(record, "event", None) in BARE_EVENTS and not record.exc_info:
+            return message
         if record.levelno <= logging.DEBUG:
             message = f"debug: {record.name}: {message}"
         text = f"goosectl: {message}"
@@ -74,19 +101,26 @@ class PlainFormatter(logging.Formatter):
 
 
 class JsonFormatter(logging.Formatter):
-    """One JSON object per record, on one line (a message's own line feeds are escaped)."""
+    """One JSON object per record, on one line (a message's own line feeds are escaped);
+    an event's name and fields are keys of it too (never replacing `RECORD_KEYS`)."""
 
     def format(self, record: logging.LogRecord) -> str:
-        obj = {
+        obj: dict[str, Any] = {
             "time": dt.datetime.fromtimestamp(record.created, dt.UTC).isoformat(
                 timespec="microseconds"
             ),
             "level": record.levelname.lower(),
             "logger": record.name,
-            "message": record.getMessage(),
         }
+        name = getattr(record, "event", None)
+        if name is not None:
+            obj["event"] = name
+        obj["message"] = record.getMessage()
         if record.exc_info:
             obj["exception"] = self.formatException(record.exc_info)
+        for key, value in getattr(record, "fields", {}).items():
+            if key not in RECORD_KEYS:
+                obj[key] = value
         return json.dumps(obj, default=str)
 
 
@@ -128,43 +162,14 @@ class LineSink(Protocol):
     def flush(self) -> object: ...
 
 
-def route(stream: LineSink, logger: str = "controller.shell") -> TextIO:
-    """Send the log records to `stream` (`run`'s line pump: a blocked stderr never stalls
-    the loop) and return what a shell's text lines (a status view, alarms) should be
-    written to: `stream` itself for plain output, or, with --log-json, a writer that makes
-    each line a record of `logger`. `unroute` before the stream closes."""
+def route(stream: LineSink) -> None:
+    """Send the log records to `stream` (`run`'s line pump: a record is formatted on the
+    thread that logs it and queued, so a blocked stderr never stalls the loop). `unroute`
+    before the stream closes."""
     # the handler only writes and flushes: a line pump serves as well as a TextIO
     _handler.target = cast(TextIO, stream)
-    if not structured():
-        return cast(TextIO, stream)
-    # LogLines has the two methods those shells call (write, flush), not all of TextIO's
-    return cast(TextIO, LogLines(logging.getLogger(logger)))
 
 
 def unroute() -> None:
     """Records go to sys.stderr again (the stream `route` was given is closing)."""
     _handler.target = None
-
-
-class LogLines:
-    """A text stream whose every line is a log record: for shells that write status lines
-    as text (`write`, `flush`), so that with --log-json stderr holds nothing but JSON.
-    A line ``goosectl: ...`` is what those shells say about trouble (an error, a limit
-    crossed, frames dropped): a warning, its prefix dropped; any other line is info."""
-
-    def __init__(self, log: logging.Logger) -> None:
-        self.log = log
-        self._part = ""
-
-    def write(self, text: str) -> int:
-        lines = (self._part + text).split("\n")
-        self._part = lines.pop()
-        for line in lines:
-            if line.startswith("goosectl: "):
-                self.log.warning("%s", line[len("goosectl: ") :])
-            elif line:
-                self.log.info("%s", line)
-        return len(text)
-
-    def flush(self) -> None:
-        """Records are handed on as each line ends; a partial line waits for its end."""

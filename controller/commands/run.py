@@ -71,7 +71,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--log-json",
         action="store_true",
         help="diagnostics on stderr as JSON, one object per line (time, level, logger, "
-        "message): log records, the status line and alarms alike",
+        "message; an event's name and fields: the status line's counters, an alarm's "
+        "name, a limit's detail)",
     )
     p.add_argument(
         "--spin",
@@ -212,7 +213,8 @@ def run(args: argparse.Namespace) -> int:
     restored = agent.restore(now)
     iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
     try:
-        live = BayLive(bay, iface, iface_b, port, status_every=not args.quiet, endpoint=agent)
+        # -q: the status line (an INFO event) is off at its level check
+        live = BayLive(bay, iface, iface_b, port, endpoint=agent)
     except PermissionError as exc:
         abandon()
         raise CommandError(str(exc)) from exc
@@ -239,8 +241,8 @@ def run(args: argparse.Namespace) -> int:
         from controller.shell.realtime import helper_threads
 
         helper_threads(args.rt_priority)
-    # log records go through it too; with --log-json the status lines become records
-    live.status.stream = text = logs.route(stderr)
+    # every diagnostic (status line, alarms, limits, errors) is a log record: queued there
+    logs.route(stderr)
     live.live.on_round.append(journals.watch(live.status))
     why = live.open_port()
     if why is not None:
@@ -248,7 +250,6 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"device port {port}: {why}")
     control.handler = controller_ops(bay, agent.handle)
-    control.log.stream = text
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )
@@ -258,6 +259,7 @@ def run(args: argparse.Namespace) -> int:
         f"rx_ring.{e.side}",
         f"the kernel dropped {e.new} frame(s) on {e.iface}, {e.drops} since start",
         time.monotonic_ns(),
+        {"side": e.side, "iface": e.iface, "new": e.new, "drops": e.drops, "freeze": e.freeze},
     )
     control.attach(live.live.add_reader, live.live.remove_reader)
     live.live.on_round.append(control.tick)

@@ -11,6 +11,7 @@ decoding happens here, for printing, never on the controller's hot path.
 from __future__ import annotations
 
 import json
+import logging
 import sys
 from typing import Any, TextIO
 
@@ -21,6 +22,8 @@ from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
 from controller.replay.capture_clock import TimeJump
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
+
+log = logging.getLogger(__package__)
 
 
 class Reporter:
@@ -176,8 +179,8 @@ class Reporter:
 
     def summary(self) -> None:
         note = self.filter_note()
-        if note is not None:
-            print(f"goosectl: {note}", file=sys.stderr)
+        if note is not None:  # a diagnostic: stderr, through logging (-qq hides it)
+            log.warning("%s", note)
         counters = self.hub.counters()
         if self.time_jumps:
             counters = {**counters, "time_jumps": self.time_jumps}

@@ -4,7 +4,8 @@ Both go through the engine and into the controller's journal: a `control` machin
 transition per request (its row's detail names the peer's uid, gid and pid, the op and the
 outcome), and each limit is a `limit` machine (tables/limit.yaml): crossing it counts,
 raises the alarm, and journals the first crossing and the all-clear. The alarm is what the
-status line shows (`alarms[limit:control.clients]`); a raise is also one line on stderr.
+status line shows (`alarms[limit:control.clients]`); a raise is also a WARNING event of
+`controller.shell` (``goosectl: limit control.clients: ...``), the all-clear an INFO one.
 
 The journal rows carry their detail as text (the journal stores a text `effects` as it is),
 recorded here from each step rather than by the runner, which would digest the effects.
@@ -12,14 +13,16 @@ recorded here from each step rather than by the runner, which would digest the e
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable
-from typing import Any, TextIO
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
 
+from controller import logs
 from controller.engine import Journal, Runner, Table
 from controller.engine.machine import Machine, Step
 from controller.engine.resources import shipped
 
+log = logging.getLogger(__package__)
 TABLES = shipped("controller.shell", "tables")
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
@@ -33,12 +36,10 @@ class ControlLog:
         *,
         quiet_s: float = 10.0,
         on_alarm: AlarmSink | None = None,
-        stream: TextIO | None = sys.stderr,
     ) -> None:
         self.journal = journal
         self.quiet_ms = quiet_s * 1000
         self.on_alarm = on_alarm
-        self.stream = stream
         self.limit_table = Table.load(TABLES / "limit.yaml")
         self.runner = Runner(None)
         self.runner.on_step = self._record
@@ -56,8 +57,11 @@ class ControlLog:
         self._detail = f"{peer} {what}{f' session={session}' if session else ''} {outcome}"[:500]
         self.runner.feed("control", "answered" if ok else "refused", now_ns)
 
-    def crossed(self, limit: str, detail: str, now_ns: int) -> None:
-        """A limit was crossed (a client refused or dropped, a request refused or deferred)."""
+    def crossed(
+        self, limit: str, detail: str, now_ns: int, fields: Mapping[str, Any] | None = None
+    ) -> None:
+        """A limit was crossed (a client refused or dropped, a request refused or deferred,
+        frames dropped); `fields`: what the raise's log event carries besides the detail."""
         mid = f"limit:{limit}"
         m = self.runner.machines.get(mid)
         if m is None:
@@ -68,17 +72,24 @@ class ControlLog:
         self._detail = detail[:500]
         self.runner.feed(mid, "crossed", now_ns, self._detail)
         if raised:
-            if self.stream is not None:
-                self.stream.write(f"goosectl: limit {limit}: {detail}\n")
-                self.stream.flush()
+            logs.event(
+                log, logging.WARNING, "limit", "limit %s: %s", limit, detail,
+                limit=limit, active=True, detail=detail, **(fields or {}),
+            )  # fmt: skip
             if self.on_alarm is not None:
                 self.on_alarm(limit, True, detail)
 
     def advance(self, now_ns: int) -> None:
         """Fire due quiet timers: alarms clear."""
         for m, step in self.runner.advance(now_ns):
-            if step.transitions and m.state == "ok" and self.on_alarm is not None:
-                self.on_alarm(m.id.removeprefix("limit:"), False, "")
+            if step.transitions and m.state == "ok":
+                limit, count = m.id.removeprefix("limit:"), m.ctx["count"]
+                logs.event(
+                    log, logging.INFO, "limit", "limit %s: clear (%d crossings in total)",
+                    limit, count, limit=limit, active=False, count=count,
+                )  # fmt: skip
+                if self.on_alarm is not None:
+                    self.on_alarm(limit, False, "")
 
     # -- views --------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import sqlite3
 import sys
@@ -35,9 +36,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from controller import logs
 from controller.engine.journal import Batch, Journal, JournalIOError, JournalStore, connect
 from controller.report.bay_report import percentiles
 from controller.shell.journal_clock import anchor as anchor_clock
+
+log = logging.getLogger(__package__)
 
 #: The loop waits at most this long for the GIL when a writer thread holds it.
 SWITCH_INTERVAL_S = 0.0002
@@ -521,7 +525,8 @@ class LiveJournals:
 
     def watch(self, status: Any, every_ns: int = 100_000_000) -> Callable[[int], None]:
         """A hook for the loop's rounds: an I/O alarm of either journal appears in the
-        status view (`alarms[journal]`, `alarms[agent_journal]`) and once on its stream."""
+        status view (`alarms[journal]`, `alarms[agent_journal]`) and is logged once as it
+        is raised (WARNING) and once as it clears (INFO), as an `alarm` event."""
 
         def poll(now_ns: int) -> None:
             if now_ns < self._next_ns:
@@ -533,9 +538,15 @@ class LiveJournals:
                 self._shown[name] = why
                 status.alarms[name] = why is not None
                 if why is not None:
-                    status.stream.write(f"goosectl: alarm {name}: {why}; control continues\n")
+                    logs.event(
+                        log, logging.WARNING, "alarm", "alarm %s: %s; control continues",
+                        name, why, alarm=name, active=True, detail=why,
+                    )  # fmt: skip
                 else:
-                    status.stream.write(f"goosectl: {name}: commits resumed\n")
+                    logs.event(
+                        log, logging.INFO, "alarm", "%s: commits resumed", name,
+                        alarm=name, active=False, detail="commits resumed",
+                    )  # fmt: skip
 
         return poll
 

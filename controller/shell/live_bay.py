@@ -3,12 +3,13 @@ serial port, a journal, a status view — in one selectors loop on the monotonic
 
 from __future__ import annotations
 
-import sys
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable
-from typing import Any, TextIO
+from typing import Any
 
+from controller import logs
 from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
 from controller.logic.core import BayController
@@ -17,6 +18,8 @@ from controller.ports import SerialEndpoint
 from controller.shell.goose_live import LiveGoose
 from controller.shell.serial_link import SerialLink
 from protocols.goose import Vlan
+
+log = logging.getLogger(__package__)
 
 
 class BayGooseCore:
@@ -62,15 +65,18 @@ class BayGooseCore:
 
 
 class Status:
-    """Counters and the last latencies, printed every second and at the end."""
+    """Counters and the last latencies, logged every second and at the end (the status
+    line, an INFO event of `controller.shell`); alarms raised and cleared, drops and
+    errors as they come (WARNING, INFO, WARNING, ERROR events). With --log-json each is
+    one JSON object with its fields; -q turns the status line off at its level check."""
 
-    def __init__(self, bay: BayController, live: LiveGoose, stream: TextIO = sys.stderr):
-        self.bay, self.live, self.stream = bay, live, stream
+    def __init__(self, bay: BayController, live: LiveGoose) -> None:
+        self.bay, self.live = bay, live
         self.counts: Counter[str] = Counter()
         self.alarms: dict[str, bool] = {}
         self.next_ns = 0
         #: told of every drop report (`run` journals it as a limit crossed); without it the
-        #: drop is said on the status stream
+        #: drop is logged here
         self.on_drops: Callable[[RxDrops], None] | None = None
 
     def note(self, effects: list[Any]) -> None:
@@ -87,27 +93,48 @@ class Status:
             elif t is SendFrame:
                 self.counts["frames.sent"] += 1
             elif t is Alarm:
-                self.alarms[e.name] = e.active
+                self.alarm(e.name, e.active, e.detail)
             elif t is StreamState:
                 self.counts[f"stream.{e.state}"] += 1
             elif t is RxDrops:
                 self.drops(e)
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
-                self.stream.write(f"goosectl: {e.data}\n")
+                logs.event(log, logging.ERROR, "error", "%s", e.data)
+
+    def alarm(self, name: str, active: bool, detail: str = "") -> None:
+        """An alarm's state for the status line; a change is logged (raised: WARNING,
+        cleared: INFO); a repeat, or the all-clear of one never raised, is not."""
+        was = self.alarms.get(name, False)
+        self.alarms[name] = active
+        if was == active:
+            return
+        if active:
+            why = f": {detail}" if detail else ""
+            logs.event(
+                log, logging.WARNING, "alarm", "alarm %s%s", name, why,
+                alarm=name, active=True, detail=detail,
+            )  # fmt: skip
+        else:
+            logs.event(
+                log, logging.INFO, "alarm", "alarm %s: cleared", name,
+                alarm=name, active=False, detail=detail,
+            )  # fmt: skip
 
     def drops(self, e: RxDrops) -> None:
-        """Frames the kernel dropped: counted, handed to `on_drops` (or said on the status
-        stream), and the totals kept in the journal's meta (`rx_drops.<side>`, written with
-        its next batch)."""
+        """Frames the kernel dropped: counted, handed to `on_drops` (or logged here), and
+        the totals kept in the journal's meta (`rx_drops.<side>`, written with its next
+        batch)."""
         self.counts["rx.drops"] += e.new
         if self.on_drops is not None:
             self.on_drops(e)
         else:
-            self.stream.write(
-                f"goosectl: network {e.side} ({e.iface}): the kernel dropped {e.new} frame(s) "
-                f"({e.drops} since start, ring freezes {e.freeze})\n"
-            )
+            logs.event(
+                log, logging.WARNING, "rx_drops",
+                "network %s (%s): the kernel dropped %d frame(s) (%d since start, "
+                "ring freezes %d)", e.side, e.iface, e.new, e.drops, e.freeze,
+                side=e.side, iface=e.iface, new=e.new, drops=e.drops, freeze=e.freeze,
+            )  # fmt: skip
         journal = self.bay.runner.journal
         if journal is not None:
             journal.set_meta(
@@ -116,32 +143,51 @@ class Status:
                  "freeze": e.freeze, "received": e.received},
             )  # fmt: skip
 
-    def line(self) -> str:
-        streams = " ".join(
-            f"{s.label}:{self.bay.runner.machines[s.id].state}"
-            for s in self.bay.hub.bank.streams.values()
-        )
-        # LGOS: St, and why not (ErrSt); `sim` while a subscription takes its simulated stream
-        lgos = " ".join(
-            f"{v.label}:{'ok' if v.st else v.err}{':sim' if v.sim_st else ''}"
-            for v in self.bay.hub.lgos()
-        )
-        lat = self.live.last_latency_ns
-        active = ",".join(a for a, on in sorted(self.alarms.items()) if on) or "-"
-        sim = ",simulation" if self.bay.simulation else ""
+    def fields(self) -> dict[str, Any]:
+        """What the status line shows, as values (the JSON record's keys): the bay's
+        headline as `goosectl status` names it, the streams, the counters."""
+        bay, live = self.bay, self.live
+        lat = live.last_latency_ns
+        headline = bay.status()
+        return {
+            **{k: headline[k] for k in ("mode", "simulation", "breaker", "position", "link")},
+            "streams": {
+                s.label: bay.runner.machines[s.id].state for s in bay.hub.bank.streams.values()
+            },
+            # LGOS: St, and why not (ErrSt); `sim` while a subscription takes its simulated
+            # stream
+            "lgos": {
+                v.label: f"{'ok' if v.st else v.err}{':sim' if v.sim_st else ''}"
+                for v in bay.hub.lgos()
+            },
+            "alarms": [a for a, on in sorted(self.alarms.items()) if on],
+            "frames": live.frames,
+            "drops": live.drops,
+            "tx_refused": live.tx_refused,
+            "last_us": round(lat / 1000) if lat else 0,
+            "counts": dict(self.counts),
+        }
+
+    def line(self, f: dict[str, Any] | None = None) -> str:
+        """The status line a person reads (of `fields`, gathered now unless given)."""
+        f = f or self.fields()
+        streams = " ".join(f"{k}:{v}" for k, v in f["streams"].items())
+        lgos = " ".join(f"{k}:{v}" for k, v in f["lgos"].items())
+        sim = ",simulation" if f["simulation"] else ""
         return (
-            f"mode={self.bay.mode_name}{sim} breaker={self.bay.bay.state} "
-            f"pos={self.bay.bay.ctx['position']} link={self.bay.link.state} "
-            f"streams[{streams}] lgos[{lgos}] alarms[{active}] "
-            f"frames={self.live.frames} drops={self.live.drops} "
-            f"tx_refused={self.live.tx_refused} last={lat / 1000 if lat else 0:.0f}us"
+            f"mode={f['mode']}{sim} breaker={f['breaker']} pos={f['position']} "
+            f"link={f['link']} "
+            f"streams[{streams}] lgos[{lgos}] alarms[{','.join(f['alarms']) or '-'}] "
+            f"frames={f['frames']} drops={f['drops']} "
+            f"tx_refused={f['tx_refused']} last={f['last_us']}us"
         )
 
     def tick(self, now_ns: int) -> None:
         if now_ns >= self.next_ns:
             self.next_ns = now_ns + 1_000_000_000
-            self.stream.write(self.line() + "\n")
-            self.stream.flush()
+            if log.isEnabledFor(logging.INFO):  # -q: nothing gathered, nothing formatted
+                f = self.fields()
+                logs.event(log, logging.INFO, "status", "%s", self.line(f), **f)
 
 
 class BayLive:

@@ -1,10 +1,12 @@
 """Report output off the live loop: lines written to a queue, a thread writes them out.
 
-The status line, alarms and errors `goosectl run` prints go to stderr. A terminal that is
-scrolled back, a pipe nobody reads or a slow log collector makes `write` block, and the
-loop with it. `LinePump` has the two methods the status view uses (`write`, `flush`): a
-write appends to a bounded queue (no system call while the thread is busy); beyond
-`max_lines` lines are dropped and counted (`dropped`, in the stop report), never waited for.
+The status line, alarms and errors `goosectl run` says are log records on stderr. A
+terminal that is scrolled back, a pipe nobody reads or a slow log collector makes `write`
+block, and the loop with it. `LinePump` has the two methods the log handler calls
+(`write`, `flush`; `controller.logs.route` points the handler at it): a record, formatted
+on the thread that logged it, is appended to a bounded queue (no system call while the
+thread is busy); beyond `max_lines` lines are dropped and counted (`dropped`, in the stop
+report), never waited for.
 """
 
 from __future__ import annotations

@@ -9,16 +9,14 @@ device's own counters are the judge.
 
 from __future__ import annotations
 
-import ast
 import os
-import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from controller.shell.control import ControlUnavailable, request
+from tests.support.procs import Sim, sim_counts, start_run, wait_running
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -45,32 +43,19 @@ steps:
 
 
 def start_controller(tmp: Path, port: str, sock: Path) -> subprocess.Popen:
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "run",
-            "--no-network",
-            "--quiet",
-            "--config",
-            str(tmp / "bay.yaml"),
-            "--port",
-            port,
-            "--state",
-            str(tmp / "state"),
-            "--procedures",
-            str(tmp / "procedures"),
-            "--control",
-            str(sock),
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    proc = start_run(
+        port,
+        "--quiet",
+        "--config",
+        str(tmp / "bay.yaml"),
+        "--state",
+        str(tmp / "state"),
+        "--procedures",
+        str(tmp / "procedures"),
+        "--control",
+        str(sock),
     )
-    line = proc.stdout.readline()
-    assert '"running"' in line, line + proc.stderr.read()
+    wait_running(proc)
     return proc
 
 
@@ -96,27 +81,8 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
         cfg.replace("  port: sim\n", "  port: sim\n  response_timeout_ms: 1000\n")
     )
     sock = tmp_path / "ctl.sock"
-    sim = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "sim",
-            "--pty",
-            "--link",
-            str(tmp_path / "dev.pty"),
-            "--delay",
-            "150",
-            "--spring-ms",
-            "100",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    port = sim.stdout.readline().strip()
-    ctl = start_controller(tmp_path, port, sock)
+    sim = Sim("--pty", "--delay", "150", "--spring-ms", "100", link=tmp_path / "dev.pty")
+    ctl = start_controller(tmp_path, sim.port, sock)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -140,7 +106,7 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
             os.kill(ctl.pid, signal.SIGKILL)
             ctl.wait()
             kills.append(step)
-            ctl = start_controller(tmp_path, port, sock)
+            ctl = start_controller(tmp_path, sim.port, sock)
         final = wait_for(sock, sid, lambda s: s["state"] in ("completed", "aborted"))
         assert final["state"] == "completed" and final["outcome"] == "done", final
         assert final["text"] == "bay 1 cycled and isolated"
@@ -148,11 +114,9 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
     finally:
         ctl.send_signal(signal.SIGTERM)
         ctl.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits
-        sim.send_signal(signal.SIGTERM)
-        _, err = sim.communicate(timeout=10)
+        err = sim.stop(timeout_s=10)
+    operations, executed = sim_counts(err)
     stats = err.strip().splitlines()[-1]
-    executed = ast.literal_eval(re.search(r"executed=(\{[^}]*\})", stats).group(1))
-    operations = ast.literal_eval(re.search(r"operations=(\{[^}]*\})", stats).group(1))
     assert operations == {"close": 1, "open": 1}, stats
     assert executed.get("CLOSE") == 1 and executed.get("TRIP") == 1, stats
     assert executed.get("SET_OUTPUT") == 2, stats

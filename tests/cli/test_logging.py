@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 
@@ -18,9 +19,11 @@ import pytest
 from controller import cli, logs
 from tests.support.lines import Lines
 from tests.support.peers import CAPTURES, REPO
+from tests.support.procs import Sim, start_run, wait_running
 
 CAP = CAPTURES / "iti_GOOSE.pcap"
 TABLE = REPO / "examples" / "tables" / "breaker.yaml"
+BAY = REPO / "examples" / "controller" / "bay1.yaml"
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
@@ -112,42 +115,94 @@ def test_log_json_makes_an_error_one_json_object(tmp_path) -> None:
     assert set(rec) == {"time", "level", "logger", "message"}
 
 
-def test_run_with_log_json_writes_its_status_lines_as_records(tmp_path) -> None:
-    """`run --no-network` on the simulator's pty for 2.5 s: the status line every second
-    arrives as JSON records on stderr; stdout keeps its running/stopped events."""
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "controller", "sim", "--pty", "--duration", "60"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        env=ENV,
-        cwd=REPO,
+@pytest.fixture
+def sim(tmp_path):
+    with Sim("--pty", "--duration", "60", link=tmp_path / "device.pty") as s:
+        yield s
+
+
+def run_for(tmp_path, port: str, seconds: str, *extra: str) -> subprocess.Popen:
+    """`run --no-network` on the simulator's pty for `seconds`, its own state and socket."""
+    return start_run(
+        port,
+        "--duration",
+        seconds,
+        "--state",
+        str(tmp_path / "state"),
+        "--control",
+        str(tmp_path / "ctl.sock"),
+        *extra,
     )
-    try:
-        pty = Lines(sim.stdout).wait_for(lambda line: line.startswith("/"), "the pty path", 60)
-        r = goosectl(
-            "run",
-            "--no-network",
-            "--log-json",
-            "--port",
-            pty,
-            "--duration",
-            "2.5",
-            "--state",
-            str(tmp_path / "state"),
-            "--control",
-            str(tmp_path / "ctl.sock"),
-        )
-    finally:
-        sim.terminate()
-        sim.communicate(timeout=30)
-    assert r.returncode == 0, r.stderr
-    events = [json.loads(line)["event"] for line in r.stdout.splitlines()]
-    assert events == ["running", "stopped"]
-    records = _records(r.stderr)
+
+
+def test_run_with_log_json_writes_its_status_lines_as_records(tmp_path, sim) -> None:
+    """`run --no-network` on the simulator's pty for 2.5 s: the status line every second
+    arrives as JSON records on stderr, its values as fields; stdout keeps its
+    running/stopped events."""
+    out, err = run_for(tmp_path, sim.port, "2.5", "--log-json").communicate(timeout=120)
+    events = [json.loads(line)["event"] for line in out.splitlines()]
+    assert events == ["running", "stopped"], err
+    records = _records(err)
     status = [x for x in records if x["logger"] == "controller.shell" and x["level"] == "info"]
     assert len(status) >= 2, records  # one a second
     assert all("breaker" in x["message"] or "streams[" in x["message"] for x in status), status
+    last = status[-1]
+    assert last["event"] == "status", last
+    assert f"breaker={last['breaker']} " in last["message"]
+    assert f"link={last['link']} " in last["message"]
+    assert isinstance(last["counts"], dict) and last["alarms"] == []
+
+
+def test_q_silences_runs_status_line(tmp_path, sim) -> None:
+    """The status line is an info record: `run` shows one a second, `run -q` none (and
+    with --log-json -q, no status record), and stdout is the same events either way."""
+    shown = run_for(tmp_path, sim.port, "2.2").communicate(timeout=120)
+    quiet = run_for(tmp_path, sim.port, "2.2", "-q").communicate(timeout=120)
+    quiet_json = run_for(tmp_path, sim.port, "2.2", "-q", "--log-json").communicate(timeout=120)
+    for out, _ in (shown, quiet, quiet_json):
+        assert [json.loads(x)["event"] for x in out.splitlines()] == ["running", "stopped"]
+    assert len([x for x in shown[1].splitlines() if x.startswith("mode=")]) >= 2, shown[1]
+    assert not [x for x in quiet[1].splitlines() if "breaker=" in x], quiet[1]
+    assert not [x for x in _records(quiet_json[1]) if x.get("event") == "status"], quiet_json[1]
+
+
+def test_run_log_json_says_a_limit_alarm_raised_and_cleared(tmp_path, sim) -> None:
+    """A request nested too deep crosses the control.depth limit: with --log-json its alarm
+    is a warning record naming the limit, with the detail as a field, and its all-clear
+    (after `control.alarm_quiet_s`) an info record; the status record lists the alarm
+    while it is up."""
+    cfg = tmp_path / "bay.yaml"
+    cfg.write_text(BAY.read_text() + "\ncontrol: {alarm_quiet_s: 1.5}\n")
+    proc = run_for(tmp_path, sim.port, "30", "--log-json", "--config", str(cfg))
+    err = Lines(proc.stderr)
+    try:
+        running = wait_running(proc)
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+            s.settimeout(30)
+            s.connect(running["control"])
+            s.sendall(b"[" * 100 + b"\n")
+            assert b"nested deeper than 16" in s.recv(65536)
+        raised = err.wait_for_json(lambda r: r.get("event") == "limit", "the alarm's record")
+        assert (raised["level"], raised["logger"]) == ("warning", "controller.shell")
+        assert (raised["limit"], raised["active"]) == ("control.depth", True)
+        assert "nested deeper than 16" in raised["detail"]
+        assert raised["message"] == f"limit control.depth: {raised['detail']}"
+        up = err.wait_for_json(
+            lambda r: r.get("event") == "status" and "limit:control.depth" in r["alarms"],
+            "a status record with the alarm up",
+        )
+        assert "alarms[limit:control.depth]" in up["message"]
+        cleared = err.wait_for_json(lambda r: r.get("event") == "limit", "the all-clear")
+        assert (cleared["level"], cleared["limit"], cleared["active"]) == (
+            "info",
+            "control.depth",
+            False,
+        )
+        assert cleared["count"] == 1
+    finally:
+        proc.terminate()
+    assert proc.wait(timeout=60) == 0
+    assert _records("\n".join(err.all()))  # every line a record
 
 
 # -- a disabled level costs no formatting ----------------------------------------------------

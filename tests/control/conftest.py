@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from tests.support.lines import Lines
+from tests.support.procs import Sim, start_run
 
 REPO = Path(__file__).resolve().parents[2]
 BAY = REPO / "examples" / "controller" / "bay1.yaml"
@@ -65,38 +66,6 @@ def goosectl(*args: str, **kw: Any) -> subprocess.CompletedProcess:
     )
 
 
-class Sim:
-    """The breaker simulator on a pty; `stats()` after `stop()` is what it executed."""
-
-    def __init__(self, tmp: Path) -> None:
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "sim",
-                "--pty",
-                "--link",
-                str(tmp / "device.pty"),
-                "--spring-ms",
-                "100",
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.port = self.proc.stdout.readline().strip()
-        assert self.port, self.proc.stderr.read()
-        self.err = ""
-
-    def stop(self) -> str:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        _, self.err = self.proc.communicate(timeout=20)
-        return self.err
-
-
 class Controller:
     """`goosectl run --no-network` on the simulator's pty, with `control:`/`agent:` limits
     from `limits` written into its config."""
@@ -125,33 +94,18 @@ class Controller:
         (procedures / "hello.yaml").write_text(HELLO)
         (procedures / "trip.yaml").write_text(TRIP)
         (procedures / "hold.yaml").write_text(HOLD)
-        argv = [
-            sys.executable,
-            "-m",
-            "controller",
-            "run",
-            "--no-network",
+        args = [
             "--quiet",
             "--config",
             str(self.config),
-            "--port",
-            port,
             "--state",
             str(self.state),
             "--procedures",
             str(procedures),
         ]
         if control is not False:
-            argv += ["--control", str(self.sock)]
-        self.proc = subprocess.Popen(
-            argv,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env={**os.environ, **(env or {})},
-            preexec_fn=preexec_fn,
-        )
+            args += ["--control", str(self.sock)]
+        self.proc = start_run(port, *args, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.out = Lines(self.proc.stdout)
         self.err = Lines(self.proc.stderr)
         self.running: dict[str, Any] = {}
@@ -227,7 +181,7 @@ def read_line(s: socket.socket) -> dict[str, Any]:
 
 @pytest.fixture
 def sim(tmp_path: Path) -> Iterator[Sim]:
-    s = Sim(tmp_path)
+    s = Sim("--pty", "--spring-ms", "100", link=tmp_path / "device.pty")
     try:
         yield s
     finally:

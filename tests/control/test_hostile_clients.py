@@ -18,6 +18,8 @@ import socket
 import threading
 import time
 
+from tests.support.procs import sim_counts
+
 from .conftest import connect, read_line
 
 
@@ -32,11 +34,7 @@ def wait_session(ctl, sid: str, timeout_s: float = 30.0) -> dict:
 
 def executed(sim_stats: str, command: str) -> int:
     """How often the simulator executed `command` (its stop line: executed={...})."""
-    import ast
-    import re
-
-    m = re.search(r"executed=(\{[^}]*\})", sim_stats.strip().splitlines()[-1])
-    return ast.literal_eval(m.group(1)).get(command, 0) if m else 0
+    return sim_counts(sim_stats)[1].get(command, 0)
 
 
 def trip_through_the_agent(ctl) -> dict:

@@ -13,10 +13,7 @@ from __future__ import annotations
 import errno
 import fcntl
 import os
-import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -28,9 +25,9 @@ from protocols.serial import messages as m
 from protocols.serial.port import PortError, open_serial
 from protocols.serial.stream import StreamDecoder, frame
 from tests.device.conftest import drain
+from tests.support.procs import start_run
 
 MS = 1_000_000
-REPO = Path(__file__).resolve().parents[2]
 
 
 def _pump(link: LinkCore, fw: Firmware, now: int, rewrite=None) -> None:
@@ -203,27 +200,12 @@ def test_a_second_opener_of_the_device_port_is_refused_naming_the_holder():
 
 
 def test_run_refuses_to_start_without_its_device_port(tmp_path):
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "run",
-            "--no-network",
-            "--port",
-            str(tmp_path / "no-such-tty"),
-            "--control",
-            str(tmp_path / "ctl.sock"),
-            "--duration",
-            "5",
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
+    proc = start_run(
+        str(tmp_path / "no-such-tty"), "--control", str(tmp_path / "ctl.sock"), "--duration", "5"
     )
-    assert r.returncode == 2, r
-    assert "no-such-tty" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 2, (out, err)
+    assert "no-such-tty" in err and "Traceback" not in err, err
 
 
 def test_a_trip_confirmed_only_by_the_status_snapshot_moves_every_view():

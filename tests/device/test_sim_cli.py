@@ -3,38 +3,20 @@
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 from controller.link import LinkConfig
 from controller.shell.serial_link import SerialLink
+from tests.support.procs import Sim
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _start(*args: str) -> tuple[subprocess.Popen, str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "controller", "sim", *args],
-        cwd=ROOT,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return proc, proc.stdout.readline().strip()
-
-
-def _stop(proc: subprocess.Popen) -> str:
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=10)
-    return err
-
-
 def test_sim_pty_prints_path_and_serves_with_faults() -> None:
-    proc, path = _start(
-        "--pty", "--corrupt", "0.05", "--drop", "0.05", "--seed", "3", "--spring-ms", "50"
-    )
+    sim = Sim("--pty", "--corrupt", "0.05", "--drop", "0.05", "--seed", "3", "--spring-ms", "50")
+    path = sim.port
     try:
         assert os.path.exists(path), path
         link = SerialLink(path, LinkConfig())
@@ -49,12 +31,13 @@ def test_sim_pty_prints_path_and_serves_with_faults() -> None:
         finally:
             link.close()
     finally:
-        err = _stop(proc)
+        err = sim.stop(timeout_s=10)
     assert "operations={'close': 1}" in err
 
 
 def test_sim_tcp_serves_pyserial_socket_url() -> None:
-    proc, url = _start("--tcp", "127.0.0.1:0")
+    sim = Sim("--tcp", "127.0.0.1:0")
+    url = sim.port
     try:
         assert url.startswith("socket://127.0.0.1:")
         link = SerialLink(url, LinkConfig())
@@ -64,7 +47,7 @@ def test_sim_tcp_serves_pyserial_socket_url() -> None:
         finally:
             link.close()
     finally:
-        _stop(proc)
+        sim.stop(timeout_s=10)
 
 
 def test_sim_bad_arguments_exit_2_with_a_reason() -> None:

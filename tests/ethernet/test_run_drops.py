@@ -1,15 +1,16 @@
 """`goosectl run`'s live shell (BayLive) with a receive ring too small for a burst (root):
-the drop is counted in its status line, said on its status stream, kept in the journal,
+the drop is counted in its status line, logged as a warning, kept in the journal,
 and every frame sent is accounted for. The device is `loop://` (no device answers: the
 network side is what is tested)."""
 
 from __future__ import annotations
 
-import io
 import json
+import logging
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import yaml
@@ -22,6 +23,7 @@ from controller.logic.core import BayController
 from controller.shell.live_bay import BayLive
 from tests.ethernet.burst import MmsgSender
 from tests.ethernet.frames import frame
+from tests.support.lines import Lines
 
 pytestmark = pytest.mark.root
 
@@ -36,12 +38,12 @@ def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController
     return BayController(cfg, time.monotonic_ns(), journal)
 
 
-def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path) -> None:
+def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> None:
+    caplog.set_level(logging.WARNING, logger="controller.shell")
     journal = Journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal, RxRingCfg(frames=20, block_kib=4))
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
-    live.status.stream = said = io.StringIO()
     assert live.live.rx_modes == {"A": "tpacket_v2"}  # run's ring: a wake-up per frame
     # a burst before the loop runs: the ring (20 slots) overflows
     burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(1_000)]
@@ -54,7 +56,13 @@ def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path) -> None:
     assert rx["received"] + drops + rx["unread"] == 1_000 == rx["kernel_packets"]
     assert live.status.counts["rx.drops"] == drops
     assert f"drops={drops} " in live.status.line()
-    assert f"network A ({wire.veth.b}): the kernel dropped {drops} frame(s)" in said.getvalue()
+    said = [(r.levelno, getattr(r, "event", None), r.getMessage()) for r in caplog.records]
+    assert any(
+        level == logging.WARNING
+        and event == "rx_drops"
+        and f"network A ({wire.veth.b}): the kernel dropped {drops} frame(s)" in message
+        for level, event, message in said
+    ), said
     meta = journal.get_meta("rx_drops.A")
     assert meta["drops"] == drops and meta["iface"] == wire.veth.b
     journal.close()
@@ -65,7 +73,6 @@ def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
     bay = controller(journal)
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
-    live.status.stream = io.StringIO()
     burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(4_510)]
     MmsgSender(wire.open("a", timestamps=False), burst).send_all()
     live.run(until_ns=time.monotonic_ns() + 1_000_000_000)
@@ -75,10 +82,9 @@ def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
     journal.close()
 
 
-def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
-    """The command end to end: `goosectl run` with a tiny ring, a burst, then SIGTERM. Its
-    stop report has the counters, its status line the drops and the alarm, its journal a
-    `limit:rx_ring.A` row saying what was dropped."""
+def run_a_burst_into_a_tiny_ring(wire, tmp_path, *extra: str) -> tuple[subprocess.Popen, Path]:
+    """`goosectl run` on the right end of the wire with a 20-frame receive ring, once it
+    is running, and a burst of 2,000 frames sent to it: its kernel must drop."""
     raw = yaml.safe_load(DEFAULT_CONFIG.read_text())
     raw["goose"]["rx_ring"] = {"frames": 20, "block_kib": 4}
     cfg = tmp_path / "bay.yaml"
@@ -87,7 +93,7 @@ def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
     proc = wire.right.popen(
         [sys.executable, "-u", "-m", "controller", "run", "--config", str(cfg),
          "--iface", wire.veth.b, "--port", "loop://", "--state", str(state),
-         "--control", str(tmp_path / "ctl.sock")],
+         "--control", str(tmp_path / "ctl.sock"), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     try:
@@ -96,6 +102,19 @@ def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
         assert running["rx"] == {"A": "tpacket_v2"}
         burst = [frame(SUBSCRIBED, b"#%05d" % i, size=200) for i in range(2_000)]
         MmsgSender(wire.open("a", timestamps=False), burst).send_all()
+    except BaseException:
+        proc.kill()
+        proc.communicate(timeout=60)
+        raise
+    return proc, state
+
+
+def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
+    """The command end to end: `goosectl run` with a tiny ring, a burst, then SIGTERM. Its
+    stop report has the counters, its status line the drops and the alarm, its journal a
+    `limit:rx_ring.A` row saying what was dropped."""
+    proc, state = run_a_burst_into_a_tiny_ring(wire, tmp_path)
+    try:
         # the status line (every second, on stderr) shows the drops and the alarm
         deadline = time.monotonic() + 30
         status = ""
@@ -116,3 +135,36 @@ def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
     journal.close()
     assert rows and rows[0]["event"] == "crossed"
     assert "the kernel dropped" in rows[0]["effects"] and wire.veth.b in rows[0]["effects"]
+
+
+def test_goosectl_run_log_json_says_the_drop_as_json_records(wire, tmp_path) -> None:
+    """`run --log-json`: the drop is a warning record with its numbers as fields (the
+    limit `rx_ring.A` crossed), the status record carries the alarm and the count, and
+    every line on stderr is one JSON object."""
+    proc, _ = run_a_burst_into_a_tiny_ring(wire, tmp_path, "--log-json")
+    err = Lines(proc.stderr)
+    try:
+        crossed = err.wait_for_json(
+            lambda r: r.get("event") == "limit" and r.get("limit") == "rx_ring.A",
+            "the drop's record",
+        )
+        assert (crossed["level"], crossed["logger"], crossed["active"]) == (
+            "warning",
+            "controller.shell",
+            True,
+        )
+        assert (crossed["side"], crossed["iface"]) == ("A", wire.veth.b)
+        assert 0 < crossed["new"] <= crossed["drops"]
+        assert crossed["message"].startswith(
+            f"limit rx_ring.A: the kernel dropped {crossed['new']}"
+        )
+        status = err.wait_for_json(
+            lambda r: r.get("event") == "status" and "limit:rx_ring.A" in r["alarms"],
+            "a status record showing the alarm",
+        )
+        assert status["level"] == "info" and status["drops"] > 0
+        assert f"drops={status['drops']} " in status["message"]
+    finally:
+        proc.terminate()
+    assert proc.wait(timeout=60) == 0
+    assert all(json.loads(line)["level"] for line in err.all())  # nothing but records

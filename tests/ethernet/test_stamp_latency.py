@@ -5,12 +5,10 @@ not counted."""
 
 from __future__ import annotations
 
-import time
-
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from tests.goose.helpers import raw_frame
-from tests.support.peers import require_root
+from tests.support.netns import live_on_veth
 
 
 class Echo(GooseHub):
@@ -25,32 +23,7 @@ class Echo(GooseHub):
 
 
 def test_stamp_to_sent_counts_only_frames_that_sent_and_includes_the_handling():
-    require_root()
-    from controller.shell.goose_live import LiveGoose
-    from lab.netns import netlab
-    from protocols.ethernet.rawsock import RawSocket
-
-    with netlab() as lab:
-        a, b = lab.namespace(), lab.namespace()
-        lab.veth(a, b, a="tx0", b="rx0")
-        with b.entered():
-            live = LiveGoose(Echo(), "rx0", promiscuous=True)
-        with a.entered():
-            tx = RawSocket("tx0", timestamps=False)
-        seen: list = []
-
-        def on_frame(n, ts, buf, v, out) -> None:
-            seen.append(n)
-            if len(seen) == 6:
-                live.stop()
-
-        try:
-            for sq in range(6):
-                tx.send(raw_frame(1, sq))
-            live.run(on_frame=on_frame, until_ns=time.monotonic_ns() + 30_000_000_000)
-        finally:
-            tx.close()
-            live.close()
+    live, seen = live_on_veth(Echo(), [raw_frame(1, sq) for sq in range(6)], 6)
     assert len(seen) == 6 and live.sent == 3
     stamps = list(live.stamp_latencies)
     assert len(stamps) == 3

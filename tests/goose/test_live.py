@@ -276,12 +276,9 @@ def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
 
 def test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on():
     """A defect behind one frame (here: a hub that raises) never stops the live loop."""
-    require_root()
     from controller.goose.hub import GooseHub
-    from controller.shell.goose_live import LiveGoose
-    from lab.netns import netlab
-    from protocols.ethernet.rawsock import RawSocket
     from tests.goose.helpers import raw_frame
+    from tests.support.netns import live_on_veth
 
     class Fragile(GooseHub):
         def frame(self, buf, side, now_ns, vlan=None):
@@ -290,29 +287,7 @@ def test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on():
                 raise RuntimeError("a table defect")
             return super().frame(buf, side, now_ns, vlan)
 
-    with netlab() as lab:
-        a, b = lab.namespace(), lab.namespace()
-        lab.veth(a, b, a="tx0", b="rx0")
-        with b.entered():
-            live = LiveGoose(Fragile(), "rx0", promiscuous=True)
-        with a.entered():
-            tx = RawSocket("tx0", timestamps=False)
-        seen: list = []
-
-        def on_frame(n, ts, buf, v, out) -> None:
-            seen.append(out)
-            if len(seen) == 3:  # all three handled: the loop went on after the defect
-                live.stop()
-
-        try:
-            for sq in range(3):
-                tx.send(raw_frame(1, sq))
-            # until_ns only bounds a failing test; a fixed 500 ms window was missed by a
-            # process descheduled on a busy machine (the loop ended before its first read)
-            live.run(on_frame=on_frame, until_ns=time.monotonic_ns() + 30_000_000_000)
-        finally:
-            tx.close()
-            live.close()
+    live, seen = live_on_veth(Fragile(), [raw_frame(1, sq) for sq in range(3)], 3)
     assert live.errors == 1 and "a table defect" in live.last_error
     assert len(seen) == 3 and seen[0][0].topic == "error"
     assert [e.cls for out in seen[1:] for e in out if hasattr(e, "cls")] == [

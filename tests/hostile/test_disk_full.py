@@ -8,17 +8,15 @@ device's own counters say what was operated.
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from controller.shell.control import ControlUnavailable, request
+from tests.support.procs import Sim, sim_counts, start_run, wait_running
 from tests.support.smallfs import fill, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -47,24 +45,8 @@ class Rig:
         cfg = (REPO / "examples" / "controller" / "bay1.yaml").read_text()
         (tmp / "bay.yaml").write_text(cfg)
         self.sock = tmp / "ctl.sock"
-        self.sim = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "sim",
-                "--pty",
-                "--link",
-                str(tmp / "dev.pty"),
-                "--spring-ms",
-                "100",
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.port = self.sim.stdout.readline().strip()
+        self.sim = Sim("--pty", "--spring-ms", "100", link=tmp / "dev.pty")
+        self.port = self.sim.port
         self.ctl: subprocess.Popen | None = None
         self.runs = 0
 
@@ -72,15 +54,8 @@ class Rig:
         self.runs += 1
         self.err = self.tmp / f"run{self.runs}.err"
         args = [
-            sys.executable,
-            "-m",
-            "controller",
-            "run",
-            "--no-network",
             "--config",
             str(self.tmp / "bay.yaml"),
-            "--port",
-            self.port,
             "--state",
             str(self.state),
             "--procedures",
@@ -92,15 +67,8 @@ class Rig:
         ]
         if self.journal is not None:
             args += ["--journal", str(self.journal)]
-        self.ctl = subprocess.Popen(
-            args,
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=self.err.open("w"),
-            text=True,
-        )
-        line = self.ctl.stdout.readline()
-        assert '"running"' in line, line + self.err.read_text()
+        self.ctl = start_run(self.port, *args, stderr=self.err.open("w"))
+        wait_running(self.ctl, self.err)
 
     def stop(self) -> dict:
         """SIGTERM; the stop report."""
@@ -144,15 +112,10 @@ class Rig:
 
     def device_counts(self) -> tuple[dict, dict]:
         """Stop the simulator: (operations, executed commands) as the device counted them."""
-        self.sim.send_signal(signal.SIGTERM)
-        _, err = self.sim.communicate(timeout=10)
-        stats = err.strip().splitlines()[-1]
-        executed = ast.literal_eval(re.search(r"executed=(\{[^}]*\})", stats).group(1))
-        operations = ast.literal_eval(re.search(r"operations=(\{[^}]*\})", stats).group(1))
-        return operations, executed
+        return sim_counts(self.sim.stop(timeout_s=10))
 
     def close(self) -> None:
-        for p in (self.ctl, self.sim):
+        for p in (self.ctl, self.sim.proc):
             if p is not None and p.poll() is None:
                 p.kill()
                 p.wait()

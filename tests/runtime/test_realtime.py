@@ -3,60 +3,34 @@ and a host that refuses says which capability is missing (exit 2), never half-ap
 
 from __future__ import annotations
 
+import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.peers import require_binary, require_root
-
-REPO = Path(__file__).resolve().parents[2]
-
-
-def _sim(tmp_path: Path) -> tuple[subprocess.Popen, str]:
-    sim = subprocess.Popen(
-        [sys.executable, "-m", "controller", "sim", "--pty", "--link", str(tmp_path / "d.pty")],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    return sim, sim.stdout.readline().strip()
+from tests.support.procs import Sim, start_run, wait_running
 
 
 def _run(tmp_path: Path, port: str, *extra: str, prefix: tuple[str, ...] = ()):
-    return subprocess.Popen(
-        [
-            *prefix,
-            sys.executable,
-            "-m",
-            "controller",
-            "run",
-            "--no-network",
-            "--quiet",
-            "--port",
-            port,
-            "--control",
-            str(tmp_path / "ctl.sock"),
-            "--duration",
-            "20",
-            *extra,
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
+    return start_run(
+        port,
+        "--quiet",
+        "--control",
+        str(tmp_path / "ctl.sock"),
+        "--duration",
+        "20",
+        *extra,
+        prefix=prefix,
     )
 
 
 def test_realtime_runs_fifo_with_memory_locked_on_its_cpu(tmp_path):
     require_root()
-    sim, port = _sim(tmp_path)
+    sim = Sim("--pty", link=tmp_path / "d.pty")
     cpu = max(os.sched_getaffinity(0))
-    ctl = _run(tmp_path, port, "--realtime", "--rt-priority", "20", "--cpu", str(cpu))
+    ctl = _run(tmp_path, sim.port, "--realtime", "--rt-priority", "20", "--cpu", str(cpu))
     try:
-        line = ctl.stdout.readline()
-        assert '"running"' in line, line + ctl.stderr.read()
+        line = json.dumps(wait_running(ctl))
         assert f"cpu {cpu}" in line and "SCHED_FIFO 20" in line and "memory locked" in line
         assert os.sched_getscheduler(ctl.pid) == os.SCHED_FIFO
         assert os.sched_getparam(ctl.pid).sched_priority == 20
@@ -74,25 +48,23 @@ def test_realtime_runs_fifo_with_memory_locked_on_its_cpu(tmp_path):
     finally:
         ctl.terminate()
         ctl.communicate(timeout=20)
-        sim.terminate()
-        sim.communicate(timeout=20)
+        sim.stop()
 
 
 def test_realtime_refused_names_the_missing_capability(tmp_path):
     require_root()
     setpriv = require_binary("setpriv", "util-linux")
-    sim, port = _sim(tmp_path)
+    sim = Sim("--pty", link=tmp_path / "d.pty")
     try:
         for drop, why in (
             ("-sys_nice,-ipc_lock", ("CAP_IPC_LOCK", "RLIMIT_MEMLOCK")),  # mlockall first
             ("-sys_nice", ("CAP_SYS_NICE",)),
         ):
             prefix = (setpriv, f"--bounding-set={drop}", f"--inh-caps={drop}")
-            ctl = _run(tmp_path, port, "--realtime", prefix=prefix)
+            ctl = _run(tmp_path, sim.port, "--realtime", prefix=prefix)
             out, err = ctl.communicate(timeout=60)
             assert ctl.returncode == 2, (out, err)
             assert "--realtime" in err and "Traceback" not in err, err
             assert any(w in err for w in why), err
     finally:
-        sim.terminate()
-        sim.communicate(timeout=20)
+        sim.stop()
