@@ -34,7 +34,7 @@ from benchmarks.percentiles import (
     sample_calls,
     summarise,
 )
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.replay.goose_replay import Replay
 from lab.netns import NetLab

@@ -14,7 +14,7 @@ import time
 
 from benchmarks.percentiles import ratio, sample_calls
 from benchmarks.test_serial_codec_bench import measure_pty_floor
-from controller.link import LinkConfig
+from controller.config.link import LinkConfig
 from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware
 from firmware_sim.shell import DeviceShell

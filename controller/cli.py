@@ -214,7 +214,7 @@ def user_message(exc: BaseException, args: argparse.Namespace | None = None) -> 
     import sqlite3
 
     from controller.agent.procedure import ProcedureError
-    from controller.configfile import ConfigError
+    from controller.config.validate import ConfigError
     from controller.engine import TableError
     from controller.engine.journal import JournalIOError
     from protocols.serial.port import PortError

@@ -22,11 +22,11 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller.configfile import load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.goose import GooseConfig
+from controller.config.load import load_config
 from controller.demo.scenario import CILO, EPOCH, S, publishers_config
-from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.replay.virtual_wire import VirtualWire
 from controller.shell.journal_writer import LiveJournals

@@ -27,10 +27,10 @@ from pathlib import Path
 
 import yaml
 
+from controller.config.bay import DEFAULT_CONFIG
+from controller.config.goose import GooseConfig
 from controller.demo.scenario import CILO, SCADA, publishers_config
-from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.logic.config import DEFAULT_CONFIG
 from lab.netns import NetLab
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import (

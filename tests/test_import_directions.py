@@ -19,35 +19,35 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("controller", "protocols", "firmware_sim", "lab")
 
+#: the configured core: the config models, then what runs on them
 CORE = {
     "controller.engine",
+    "controller.config",
     "controller.goose",
     "controller.link",
     "controller.logic",
     "controller.ports",
 }
-CONFIG = {"controller.configfile", "controller.scl", "controller.agent.config"}
 
 #: unit -> the units it may import (besides itself)
 ALLOWED: dict[str, set[str]] = {
     "protocols": set(),
     "controller.engine": {"protocols"},
+    # the config models and their loaders (YAML, SCL): below everything they configure
+    "controller.config": {"protocols", "controller.engine"},
     # the seams the shells drive (typing.Protocols): what they name, nothing else
     "controller.ports": {"protocols", "controller.engine"},
     "firmware_sim": {"protocols", "controller.engine"},
-    "controller.goose": {"protocols", "controller.engine"},
-    "controller.link": {"protocols", "controller.engine"},
-    # a bay's configuration names its agent's and control socket's settings
+    "controller.goose": {"protocols", "controller.engine", "controller.config"},
+    "controller.link": {"protocols", "controller.engine", "controller.config"},
     "controller.logic": {
         "protocols",
         "controller.engine",
+        "controller.config",
         "controller.goose",
         "controller.link",
-        "controller.agent.config",
     },
     "controller.agent": {"protocols", *CORE},
-    "controller.configfile": {"protocols", *CORE, "controller.scl"},
-    "controller.scl": {"protocols", *CORE, "controller.configfile"},
     "controller.display": {"protocols"},
     "controller.replay": {"protocols", *CORE},
     "controller.report": {
@@ -56,13 +56,11 @@ ALLOWED: dict[str, set[str]] = {
         "controller.agent",
         "controller.display",
         "controller.replay",
-        "controller.agent.config",
     },
-    "controller.shell": {"protocols", *CORE, *CONFIG, "controller.agent", "controller.report"},
+    "controller.shell": {"protocols", *CORE, "controller.agent", "controller.report"},
     "controller.demo": {
         "protocols",
         *CORE,
-        *CONFIG,
         "controller.agent",
         "controller.display",
         "controller.replay",
@@ -80,7 +78,6 @@ ALLOWED: dict[str, set[str]] = {
     "lab": {
         "protocols",
         *CORE,
-        *CONFIG,
         "controller.agent",
         "controller.replay",
         "controller.report",
@@ -102,8 +99,6 @@ SIMULATOR_USERS = (
 def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "controller" and len(parts) > 1:
-        if parts[1:3] == ["agent", "config"]:
-            return "controller.agent.config"
         return ".".join(parts[:2])
     return parts[0]
 
@@ -134,7 +129,7 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
 def own_unit(path: Path, root: Path) -> str:
     rel = path.relative_to(root).with_suffix("")
     module = ".".join(rel.parts).removesuffix(".__init__")
-    return unit(module) if unit(module) != "controller.agent.config" else "controller.agent"
+    return unit(module)
 
 
 def violations(root: Path = ROOT) -> list[str]:
@@ -148,7 +143,7 @@ def violations(root: Path = ROOT) -> list[str]:
             continue
         for name, line, at_top in imports(path):
             dst = unit(name)
-            if dst == src or (src == "controller.agent" and dst == "controller.agent.config"):
+            if dst == src:
                 continue
             if dst == "controller":  # the package root holds the version, nothing else
                 continue
@@ -174,6 +169,7 @@ def test_every_import_follows_the_layer_table() -> None:
         ("controller/engine/x.py", "from controller.goose.hub import GooseHub"),
         ("controller/shell/x.py", "from firmware_sim.core import Firmware"),
         ("controller/goose/x.py", "import lab.netns"),
+        ("controller/config/x.py", "from controller.goose.hub import GooseHub"),
         ("controller/demo/x.py", "from lab import netns"),  # at import time: refused
     ],
 )

@@ -96,8 +96,8 @@ def sniff(path: Path) -> tuple[Kind, dict | None]:
         return Kind("table", f"a transition table ({', '.join(sorted(keys & TABLE_KEYS))})"), data
     if "steps" in keys:
         return Kind("procedure", "a procedure (steps:)"), data
-    from controller.goose.config import GooseConfig
-    from controller.logic.config import ControllerConfig
+    from controller.config.bay import ControllerConfig
+    from controller.config.goose import GooseConfig
 
     if keys & {*ControllerConfig.model_fields, "scl"}:
         return Kind("config", "a controller config"), data
@@ -153,8 +153,9 @@ def check_procedure(path: Path) -> str:
 
 
 def check_config(path: Path, ied: str | None) -> str:
-    from controller.configfile import ConfigError, load_config
-    from controller.logic.config import ControllerConfig
+    from controller.config.bay import ControllerConfig
+    from controller.config.load import load_config
+    from controller.config.validate import ConfigError
 
     try:
         cfg = load_config(path, ControllerConfig, ied)

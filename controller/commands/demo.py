@@ -8,8 +8,8 @@ import logging
 from pathlib import Path
 
 from controller.cli import CommandError
-from controller.configfile import ConfigError
-from controller.logic.config import DEFAULT_CONFIG
+from controller.config.bay import DEFAULT_CONFIG
+from controller.config.validate import ConfigError
 
 log = logging.getLogger(__package__)
 
@@ -98,8 +98,8 @@ def _progress(fraction: float, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.configfile import load_config
-    from controller.logic.config import ControllerConfig
+    from controller.config.bay import ControllerConfig
+    from controller.config.load import load_config
 
     try:  # a bad config is reported before any folder is made
         load_config(args.config, ControllerConfig, args.ied)

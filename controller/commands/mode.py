@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, CommandError
-from controller.logic.config import MODES
+from controller.config.bay import MODES
 from controller.shell.control import ControlUnavailable, default_path, request
 
 

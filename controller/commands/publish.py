@@ -14,7 +14,7 @@ from pydantic import ValidationError
 
 from controller.cli import CommandError
 from controller.commands.listen import open_live
-from controller.goose.config import GooseConfig, PublisherCfg, VlanCfg
+from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.report.goose_report import Reporter
@@ -73,7 +73,8 @@ def _values(text: str, where: str):
 
 def _from_config(args: argparse.Namespace) -> PublisherCfg:
     """The publisher of `--config` (an SCL file with --ied: one of the IED's GoCBs)."""
-    from controller.configfile import ConfigError, load_config
+    from controller.config.load import load_config
+    from controller.config.validate import ConfigError
 
     given = [f"--{k}" for k in ("datset", "goid", "appid", "dst", "vlan") if getattr(args, k)]
     if given:

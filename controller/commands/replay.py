@@ -9,10 +9,11 @@ from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
 from controller.commands.scl import add_check_args, wire_check
-from controller.configfile import ConfigError, load_config
+from controller.config.goose import GooseConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from controller.engine import Journal
 from controller.engine.effects import Notify
-from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
@@ -138,8 +139,8 @@ def run(args: argparse.Namespace) -> int:
 
 def run_controller(args: argparse.Namespace) -> int:
     """The bay controller against a capture, the simulator on the same virtual clock."""
+    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
     from controller.demo.offline import make_wire
-    from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
     from controller.logic.core import BayController
     from controller.replay.bay_replay import BayReplay
     from controller.report.bay_report import Timeline, percentiles, report_block

@@ -12,10 +12,11 @@ from pathlib import Path
 
 from controller import logs
 from controller.cli import CommandError, add_log_args
-from controller.configfile import ConfigError, load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from controller.engine.journal import JournalIOError
 from controller.engine.resources import shipped
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.report.bay_report import percentiles
 from controller.shell.goose_live import require_raw_sockets
 from controller.shell.journal_writer import LiveJournals, Retention

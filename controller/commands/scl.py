@@ -50,7 +50,7 @@ def read(path: Path) -> Scl:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from controller.scl.view import show_json, show_text
+    from controller.config.scl.view import show_json, show_text
 
     scl = read(args.file)
     try:
@@ -85,7 +85,7 @@ def _hex_appids(data: Any) -> Any:
 
 
 def config_text(scl: Scl, ied: str | None, source: Path) -> str:
-    from controller.scl.config import SclConfigError, config_data, pick_ied
+    from controller.config.scl.loader import SclConfigError, config_data, pick_ied
 
     try:
         view = pick_ied(scl, ied)
@@ -117,8 +117,9 @@ def run_config(args: argparse.Namespace) -> int:
         return 0
     args.out.write_text(text)
     # the file just written must load as it is: check it the way every command will
-    from controller.configfile import ConfigError, load_config
-    from controller.logic.config import ControllerConfig
+    from controller.config.bay import ControllerConfig
+    from controller.config.load import load_config
+    from controller.config.validate import ConfigError
 
     try:
         load_config(args.out, ControllerConfig)
@@ -154,7 +155,7 @@ class WireRun:
         self.check.frame(ts_ns, buf, vlan)
 
     def print(self, as_json: bool, out=None) -> None:
-        from controller.scl.wire import table
+        from controller.config.scl.wire import table
 
         out = out or sys.stdout
         verdicts = self.check.verdicts()
@@ -173,7 +174,7 @@ def wire_check(scl_path: Path | None, config) -> WireRun | None:
     """The check to run: against `--scl`, else the config's subscriptions (then only the
     ones never seen are reported: a configured stream that never came is not silent).
     None when there is nothing to expect."""
-    from controller.scl.wire import WireCheck, expected_from_config, expected_from_scl
+    from controller.config.scl.wire import WireCheck, expected_from_config, expected_from_scl
 
     if scl_path is not None:
         return WireRun(WireCheck(expected_from_scl(read(scl_path))), f"wire vs {scl_path}", True)

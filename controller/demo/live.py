@@ -17,10 +17,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.configfile import load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.engine import Journal
 from controller.errors import CommandError
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.report.bay_report import Timeline, percentiles, report_block
 
 IFACE = "net0"
@@ -40,8 +40,8 @@ STUCK_AT = 3.8  # the breaker mechanism sticks (device fault) before the second 
 
 def peer(iface: str) -> int:
     """The substation: libiec61850 publishes the trip, goosectl publishes CILO and SCADA."""
+    from controller.config.goose import GooseConfig
     from controller.demo.scenario import CILO, SCADA, publishers_config
-    from controller.goose.config import GooseConfig
     from controller.goose.hub import GooseHub
     from lab.iec61850_peer import Publisher
     from protocols.ethernet.rawsock import RawSocket

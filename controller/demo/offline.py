@@ -21,12 +21,12 @@ from typing import Any, TextIO
 from controller.agent.host import AgentBay
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
-from controller.configfile import load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.demo.scenario import S, Scenario, build
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.engine.resources import shipped
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.replay.bay_replay import Action, BayReplay
 from controller.report.bay_report import Timeline, percentiles, report_block

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from protocols.ethernet.pcap import PcapWriter

@@ -14,10 +14,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from controller.config.goose import GooseConfig
 from controller.engine import Journal, Runner
 from controller.engine.effects import TIMER_EFFECTS
 from controller.engine.machine import Machine, Step
-from controller.goose.config import GooseConfig
 from controller.goose.effects import FrameClassified, LgosChanged, StreamState, Transmit
 from controller.goose.publisher import Publisher, load_table
 from controller.goose.subscriber import SubscriberBank

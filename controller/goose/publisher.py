@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from functools import cache
 
+from controller.config.goose import PublisherCfg
 from controller.engine import Table
 from controller.engine.resources import shipped
-from controller.goose.config import PublisherCfg
 from controller.goose.effects import SendFrame, Transmit
 from protocols.goose import (
     FrameTemplate,

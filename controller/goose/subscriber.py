@@ -33,9 +33,9 @@ from collections import Counter, OrderedDict
 from functools import cache
 from typing import Any
 
+from controller.config.goose import SubscriptionCfg
 from controller.engine import Runner, Table
 from controller.engine.resources import shipped
-from controller.goose.config import SubscriptionCfg
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn

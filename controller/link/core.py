@@ -17,10 +17,11 @@ called back from inside a step, so a caller may send the next command from its h
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from functools import cache
 from typing import Any
 
+from controller.config.link import LinkConfig
+from controller.config.link import check_config_param as _check_config
 from controller.engine import Table
 from controller.engine.bus import Bus
 from controller.engine.resources import shipped
@@ -36,65 +37,6 @@ HERE = shipped("controller.link")
 @cache
 def load_tables() -> dict[str, Table]:
     return {"link": Table.load(HERE / "link.yaml"), "commands": Table.load(HERE / "commands.yaml")}
-
-
-@dataclass(frozen=True)
-class LinkConfig:
-    """Timing and policy (SPEC 6.5 recommendations as defaults)."""
-
-    response_timeout_ms: float = 50
-    max_retries: int = 3
-    reconnect_ms: float = 500
-    #: a port that cannot be opened is retried after reconnect_ms, doubling up to this
-    reconnect_max_ms: float = 8000
-    #: more position changes than chatter_max within chatter_window_ms: alarm, and the
-    #: logic hears only the settled position (a bouncing contact floods nothing)
-    chatter_max: int = 10
-    chatter_window_ms: float = 1000
-    #: more device restarts than reboot_max within reboot_window_ms: alarm
-    reboot_max: int = 3
-    reboot_window_ms: float = 60_000
-    #: in a reboot loop, no resync per restart: one once the device has been quiet this long
-    reboot_quiet_ms: float = 5000
-    resync_retry_ms: float = 400
-    idle_ms: float = 1000
-    first_seq: int = 1
-    device_config: dict[int, int] = field(default_factory=dict)  # CONFIGURE param -> value
-
-    def __post_init__(self) -> None:
-        for name in (
-            "response_timeout_ms",
-            "reconnect_ms",
-            "reconnect_max_ms",
-            "resync_retry_ms",
-            "idle_ms",
-            "chatter_window_ms",
-            "reboot_window_ms",
-            "reboot_quiet_ms",
-        ):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"LinkConfig.{name} must be > 0, got {getattr(self, name)}")
-        for name in ("chatter_max", "reboot_max"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"LinkConfig.{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_retries < 0:
-            raise ValueError(f"LinkConfig.max_retries must be >= 0, got {self.max_retries}")
-        if not 0 <= self.first_seq <= 0xFFFF:
-            raise ValueError(f"LinkConfig.first_seq must be a u16, got {self.first_seq}")
-        for param, value in self.device_config.items():
-            _check_config(param, value)
-
-
-def _check_config(param: int, value: int) -> m.ConfigParam:
-    try:
-        p = m.ConfigParam(param)
-    except ValueError:
-        known = ", ".join(f"{int(x)} {x.name}" for x in m.ConfigParam)
-        raise ValueError(f"unknown CONFIGURE parameter {param!r}; known: {known}") from None
-    r = m.CONFIG_PARAMS[p]
-    if not isinstance(value, int) or not r.minimum <= value <= r.maximum:
-        raise ValueError(f"{p.name}={value!r} is outside {r.minimum}..{r.maximum} {r.unit}")
-    return p
 
 
 class LinkCore:

@@ -23,13 +23,14 @@ from collections import deque
 from functools import cache
 from typing import Any
 
+from controller.config.bay import MODES, TABLES, ControllerConfig
+from controller.config.link import LinkConfig
 from controller.engine import Journal, Runner, Table
 from controller.engine.machine import Machine
 from controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
 from controller.goose.hub import GooseHub
-from controller.link.core import LinkConfig, LinkCore
+from controller.link.core import LinkCore
 from controller.link.effects import LinkEvent
-from controller.logic.config import MODES, TABLES, ControllerConfig
 from controller.logic.effects import (
     DeviceCommand,
     InputChanged,

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from controller.config.bay import ControllerConfig, InputMap, PublicationMap
 from controller.goose.effects import StreamState
-from controller.logic.config import ControllerConfig, InputMap, PublicationMap
 from controller.logic.effects import InputChanged
 from protocols.goose import (
     BitString,

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.agent.config import ControlCfg
+from controller.config.control import ControlCfg
 from controller.shell.control_log import ControlLog
 from controller.shell.control_socket import Peer, claim, default_path, group_id, peer_of, refusal
 

@@ -26,7 +26,8 @@ from typing import Any
 
 import serial
 
-from controller.link import LinkConfig, LinkCore, LinkEvent
+from controller.config.link import LinkConfig
+from controller.link import LinkCore, LinkEvent
 from controller.ports import Clock, SerialEndpoint
 from protocols.serial.port import PortError, open_serial
 

@@ -1,7 +1,7 @@
 """SCL (IEC 61850-6) reader: SCD, CID, ICD, IID, SED files -> a typed model.
 
 XML and references only, no policy: which IED to configure, what to subscribe to and how
-to check the wire are decided in `controller/scl`. Safe parsing (no DTDs, entities,
+to check the wire are decided in `controller/config/scl`. Safe parsing (no DTDs, entities,
 external references or network) in `xmltree.py`; element model in `model.py`, read by
 `reader.py`; member types in `types.py`; cross references in `resolve.py`.
 

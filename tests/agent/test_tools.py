@@ -17,8 +17,8 @@ from controller.agent.procedure import ProcedureError, load_procedure, parse_pro
 from controller.agent.service import AgentService
 from controller.agent.tool_runs import CONDITIONS, RUNS, Implementations
 from controller.agent.tools import TOOLS, Check, ToolArgs, ToolSet
-from controller.configfile import load_config
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.logic.core import BayController
 
 from .conftest import PROCEDURES, Rig
@@ -292,8 +292,8 @@ steps:
 
 def test_wait_goose_ends_when_the_stream_delivers_the_value(folder):
     """Real frames from bay 2's interlock publisher (goosectl's own) into the bay."""
+    from controller.config.goose import GooseConfig
     from controller.demo.scenario import CILO, EPOCH, publishers_config
-    from controller.goose.config import GooseConfig
     from controller.goose.effects import SendFrame
     from controller.goose.hub import GooseHub
     from controller.replay.virtual_wire import VirtualWire

@@ -13,9 +13,10 @@ import re
 import pytest
 
 from controller import cli
-from controller.configfile import ConfigError, load_config
-from controller.goose.config import GooseConfig
-from controller.logic.config import ControllerConfig
+from controller.config.bay import ControllerConfig
+from controller.config.goose import GooseConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from tests.support.peers import CAPTURES, REPO
 
 CAP = CAPTURES / "iti_GOOSE.pcap"

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.agent.config import ControlCfg
+from controller.config.control import ControlCfg
 from controller.shell.control import ControlServer, too_deep
 
 

@@ -13,9 +13,9 @@ from pathlib import Path
 from controller.agent.host import AgentBay
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
-from controller.configfile import load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.engine import Journal
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.replay.virtual_wire import VirtualWire
 from firmware_sim.core import Firmware

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from controller.link import LinkConfig
+from controller.config.link import LinkConfig
 from controller.replay.virtual_wire import VirtualPortPair
 from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware

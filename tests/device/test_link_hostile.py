@@ -17,7 +17,8 @@ import time
 
 import pytest
 
-from controller.link import LinkConfig, LinkCore
+from controller.config.link import LinkConfig
+from controller.link import LinkCore
 from controller.shell.serial_link import SerialLink
 from firmware_sim.core import Firmware
 from firmware_sim.transport import PtyTransport

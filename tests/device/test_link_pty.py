@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from controller.link import LinkConfig
+from controller.config.link import LinkConfig
 from controller.shell.serial_link import SerialLink
 from firmware_sim.faults import FaultConfig
 from firmware_sim.shell import ShellFaults

@@ -23,7 +23,8 @@ from collections import Counter
 
 import pytest
 
-from controller.link import LinkConfig, LinkCore
+from controller.config.link import LinkConfig
+from controller.link import LinkCore
 from firmware_sim.core import Firmware
 from protocols.serial import messages as m
 from protocols.serial.stream import StreamDecoder

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.link import LinkConfig
+from controller.config.link import LinkConfig
 from controller.shell.serial_link import SerialLink
 from tests.support.procs import Sim
 

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.configfile import load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.goose import RxRingCfg
+from controller.config.load import load_config
 from controller.engine.journal import Journal
-from controller.goose.config import RxRingCfg
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.shell.live_bay import BayLive
 from tests.ethernet.burst import MmsgSender

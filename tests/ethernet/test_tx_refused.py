@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from controller.shell.goose_live import LiveGoose

@@ -179,7 +179,7 @@ def test_ring_spec_errors_name_the_field(kw: dict, message: str) -> None:
 def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
     from pydantic import ValidationError
 
-    from controller.goose.config import GooseConfig
+    from controller.config.goose import GooseConfig
 
     with pytest.raises(ValidationError, match="block_kib: 3 is not a power of two"):
         GooseConfig(rx_ring={"block_kib": 3})

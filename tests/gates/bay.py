@@ -8,12 +8,12 @@ from typing import Any
 
 import yaml
 
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.goose import GooseConfig
 from controller.demo.scenario import CILO, EPOCH, SCADA, publishers_config
 from controller.engine import Journal
-from controller.goose.config import GooseConfig
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
 from controller.replay.virtual_wire import VirtualWire

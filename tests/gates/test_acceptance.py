@@ -105,7 +105,7 @@ def test_a_rewritten_protection_stream_never_trips(scenario, tmp_path, row):
 
 def test_questionable_acts_where_the_input_accepts_it(scenario, tmp_path):
     cfg = tmp_path / "bay.yaml"
-    text = (REPO / "controller" / "logic" / "defaults" / "bay1.yaml").read_text()
+    text = (REPO / "controller" / "config" / "defaults" / "bay1.yaml").read_text()
     cfg.write_text(
         text.replace(
             "event: protection_trip,", "event: protection_trip, accept_questionable: true,"

@@ -8,7 +8,7 @@ import dataclasses
 
 import pytest
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import FrameClassified
 from controller.goose.hub import GooseHub
 from controller.replay.goose_replay import capture_frames

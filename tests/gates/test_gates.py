@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
+from controller.config.goose import GooseConfig
 from controller.engine import Journal
-from controller.goose.config import GooseConfig
 from controller.goose.effects import FrameClassified, LgosView
 from controller.goose.hub import GooseHub
 from protocols.goose import Boolean, GooseFrame, UtcTime, encode_frame

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.goose.config import PublisherCfg
+from controller.config.goose import PublisherCfg
 from controller.shell.hostclock import STA_UNSYNC, TIME_ERROR, quality_of, read_clock
 from protocols.goose import time_quality
 

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.configfile import ConfigError, load_config
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from controller.demo.scenario import CILO
 from controller.engine import Journal
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
 from controller.logic.core import BayController
 from protocols.goose import Dbpos, Quality
 

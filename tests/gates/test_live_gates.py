@@ -168,7 +168,7 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
 
 SUBSTATION = """
 import select, sys, time
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 from lab.iec61850_peer import Publisher
 from controller.demo.scenario import CILO, SCADA, publishers_config
@@ -278,9 +278,9 @@ class LiveController:
     socket served by its loop; the breaker simulator on a pty."""
 
     def __init__(self, lab, sock: Path) -> None:
-        from controller.configfile import load_config
+        from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+        from controller.config.load import load_config
         from controller.demo.live import DeviceThread
-        from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
         from controller.logic.core import BayController
         from controller.shell.control import ControlServer, controller_ops
         from controller.shell.live_bay import BayLive

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import FrameClassified, SendFrame, StreamState
 from controller.goose.hub import GooseHub
 from protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 
 from .helpers import DST, GOCB, MS, UTC0, bools, frames, publisher, states, verdicts

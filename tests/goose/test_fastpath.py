@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import FrameClassified, StreamState
 from controller.goose.hub import GooseHub
 from protocols.goose import (

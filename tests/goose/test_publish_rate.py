@@ -5,9 +5,9 @@ crossing is one alarm and one journal row, the all-clear another."""
 
 from __future__ import annotations
 
+from controller.config.goose import GooseConfig
 from controller.engine import Journal
 from controller.engine.effects import Alarm
-from controller.goose.config import GooseConfig
 from controller.goose.hub import GooseHub
 from protocols.goose import decode_frame
 

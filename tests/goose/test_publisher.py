@@ -105,8 +105,9 @@ def test_sides_failover_and_failback():
 
 
 def test_config_errors_are_clear(tmp_path):
-    from controller.configfile import ConfigError, load_config
-    from controller.goose.config import GooseConfig
+    from controller.config.goose import GooseConfig
+    from controller.config.load import load_config
+    from controller.config.validate import ConfigError
 
     p = tmp_path / "cfg.yaml"
     p.write_text(

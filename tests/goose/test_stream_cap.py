@@ -4,7 +4,7 @@ longest, every eviction is counted, and a stream that keeps sending is never evi
 
 from __future__ import annotations
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 from protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.configfile import load_config
+from controller.config.bay import ControllerConfig
+from controller.config.load import load_config
 from controller.engine.effects import Alarm
-from controller.logic.config import ControllerConfig
 from controller.logic.core import BayController
 from controller.replay.virtual_wire import VirtualWire
 from firmware_sim.core import Firmware

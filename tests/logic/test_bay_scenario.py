@@ -7,12 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.configfile import ConfigError, load_config
+from controller.config.bay import ControllerConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from controller.demo.scenario import EPOCH, S, build
 from controller.engine import Journal
 from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import StreamState
-from controller.logic.config import ControllerConfig
 from controller.logic.core import BayController, BayStep
 from controller.logic.effects import DeviceCommand
 from controller.replay.bay_replay import BayReplay

@@ -4,8 +4,8 @@ but never passed on would look configurable and change nothing)."""
 
 from __future__ import annotations
 
-from controller.configfile import load_config
-from controller.logic.config import DEFAULT_CONFIG, ControllerConfig
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.logic.core import BayController
 
 LIMITS = {

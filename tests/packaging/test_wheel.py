@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 
 import controller
+from controller.config.bay import DEFAULT_CONFIG
 from controller.engine.journal import SOFTWARE_KEY, Journal
-from controller.logic.config import DEFAULT_CONFIG
 from tests.support.peers import CAPTURES, REPO
 
 PACKAGES = ("controller", "protocols", "firmware_sim")
@@ -68,7 +68,7 @@ def test_the_wheel_carries_every_table_procedure_default_and_py_typed(wheel) -> 
     names = set(wheel.namelist())
     expected = _data_files()
     assert {f"{p}/py.typed" for p in PACKAGES} <= expected  # committed, so shipped
-    assert "controller/logic/defaults/bay1.yaml" in expected
+    assert "controller/config/defaults/bay1.yaml" in expected
     assert "controller/agent/procedures/isolate.yaml" in expected
     assert sorted(expected - names) == []
 

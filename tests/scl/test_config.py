@@ -9,9 +9,10 @@ import sys
 
 import pytest
 
-from controller.configfile import ConfigError, load_config
-from controller.goose.config import GooseConfig
-from controller.logic.config import ControllerConfig
+from controller.config.bay import ControllerConfig
+from controller.config.goose import GooseConfig
+from controller.config.load import load_config
+from controller.config.validate import ConfigError
 from tests.support.peers import REPO, SCL
 
 SCD = REPO / "examples" / "scl" / "bay1.scd"

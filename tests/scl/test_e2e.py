@@ -11,7 +11,7 @@ from pathlib import Path
 
 import yaml
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from protocols.ethernet.pcap import PcapWriter

@@ -15,11 +15,11 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
+from controller.config.scl.loader import config_data
+from controller.config.scl.wire import WireCheck, expected_from_scl
 from controller.goose.effects import FrameClassified, SendFrame
 from controller.goose.hub import GooseHub
-from controller.scl.config import config_data
-from controller.scl.wire import WireCheck, expected_from_scl
 from protocols.goose import data_shape, decode_frame
 from protocols.scl import parse_scl
 from tests.scl.scdgen import KINDS, GenGoCB, GenIed, GenSub, scd_text

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
+from controller.config.scl.wire import Expected, WireCheck
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
-from controller.scl.wire import Expected, WireCheck
 from protocols.ethernet.mac import parse_mac
 from protocols.goose import Boolean
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.goose.config import GooseConfig
+from controller.config.goose import GooseConfig
 from protocols.ethernet.mac import format_mac
 from protocols.goose import GooseError, Vlan, data_shape, parse_header
 from protocols.scl import Scl

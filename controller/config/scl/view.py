@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.scl.config import shape_json
+from controller.config.scl.loader import shape_json
 from protocols.ethernet.mac import format_mac
 from protocols.scl import GoCB, IedView, Scl
 

@@ -30,6 +30,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
+from controller.config.bay import InputMap
+from controller.config.validate import ConfigError, validate_data
 from controller.engine.loader import LineOf
 from protocols.ethernet.mac import format_mac
 from protocols.goose import (
@@ -254,8 +256,6 @@ def quality_of(b: Binding) -> dict[str, Any]:
     """Where the bound member's quality is in the same data set: the `q` of the same DO,
     beside it in a DO-level member or as its own member. Empty if the data set has none
     (or the config has no quality field)."""
-    from controller.logic.config import InputMap
-
     if "quality" not in InputMap.model_fields or b.member is None or not b.gocb.members:
         return {}
     m = b.gocb.members[b.member]
@@ -367,8 +367,6 @@ def read_scl(path: Path) -> Scl:
 
 
 def validate(model: type[M], data: dict[str, Any], source: str, line_of: LineOf | None) -> M:
-    from controller.configfile import ConfigError, validate_data
-
     part = data if "goose" in model.model_fields else data.get("goose", {})
     try:
         return validate_data(model, part, source, line_of or (lambda _p: None))

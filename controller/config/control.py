@@ -1,9 +1,9 @@
-"""The operator's side of a running controller: its control socket and the agent's sessions.
+"""The control socket of a running controller: where it is, who may use it, its limits.
 
 Every number here is a limit that keeps one client (or a thousand) from stopping the
 controller: a line too long or too deep is refused, a client that does not read its
-replies is dropped, idle clients time out, requests are served a few per loop round so
-GOOSE frames and trips go first, and sessions waiting for a confirmation expire. Crossing
+replies is dropped, idle clients time out, and requests are served a few per loop round so
+GOOSE frames and trips go first (the agent's sessions: `controller.config.agent`). Crossing
 any of them is counted, raises an alarm and is journaled (`controller.shell.control_log`).
 """
 
@@ -11,14 +11,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
+
+from controller.config.base import Cfg
 
 
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
-
-
-class ControlCfg(_Cfg):
+class ControlCfg(Cfg):
     socket: Path | None = Field(
         default=None,
         description="control socket (default: $XDG_RUNTIME_DIR/goosectl/control.sock, "
@@ -47,18 +45,4 @@ class ControlCfg(_Cfg):
     )
     alarm_quiet_s: float = Field(
         default=10, gt=0, description="a limit's alarm clears this long after its last crossing"
-    )
-
-
-class AgentCfg(_Cfg):
-    confirm_timeout_s: float = Field(
-        default=600, gt=0, description="a session waiting for confirmation is aborted after"
-    )
-    max_open_sessions: int = Field(
-        default=64, ge=1, description="sessions not yet ended (running, queued or waiting)"
-    )
-    keep_finished_sessions: int = Field(
-        default=256,
-        ge=0,
-        description="ended sessions kept in memory for status/list (history: the journal)",
     )

@@ -1,9 +1,10 @@
-"""Load a YAML/TOML/JSON config file into a pydantic model, or say exactly what is wrong.
+"""Load a config file into the models, or say exactly what is wrong: the entry every
+command uses.
 
 Every error names the file, the line (YAML), the key path and the reason, all of them at
-once, so a user fixes a config in one pass. Shared by every config goosectl reads. An SCL
-file (with the IED to configure) or a config with an `scl:` overlay key goes through
-controller/scl/config.py and comes out as the same models.
+once (`validate.py`). A YAML/TOML/JSON file is read here; an SCL file (with the IED to
+configure) or a config with an `scl:` overlay key goes through `scl/loader.py` and comes
+out as the same models.
 
 One format for every command: the controller config (`ControllerConfig`). A GOOSE-only
 file is that schema with the bay parts absent: its `goose:` section alone, or the goose
@@ -18,25 +19,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TypeVar
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel
 
+from controller.config.bay import ControllerConfig
+from controller.config.goose import GooseConfig
+from controller.config.scl.loader import SclConfigError, load_overlay, load_scl_config
+from controller.config.validate import ConfigError, validate_data
 from controller.engine.findings import TableError
-from controller.engine.loader import LineOf, read_document, validation_findings
+from controller.engine.loader import LineOf, read_document
 from protocols.scl import SCL_SUFFIXES
 
 M = TypeVar("M", bound=BaseModel)
 
 
-class ConfigError(Exception):
-    """A config file could not be used; the message lists every problem."""
-
-
 def load_config(path: str | Path, model: type[M], ied: str | None = None) -> M:
     """`ied`: the IED to configure when the file is SCL (an SCD, CID ...; see
-    controller/scl/config.py) or a config with an `scl:` overlay key."""
-    from controller.goose.config import GooseConfig
-    from controller.logic.config import ControllerConfig
-
+    `scl/loader.py`) or a config with an `scl:` overlay key."""
     if model is GooseConfig:  # one format: the goose part of the controller config
         return load_config(path, ControllerConfig, ied).goose  # type: ignore[return-value]
     p = Path(path)
@@ -59,9 +57,6 @@ def load_config(path: str | Path, model: type[M], ied: str | None = None) -> M:
 def goose_only_as_controller(data: dict, source: str, line_of: LineOf) -> tuple[dict, LineOf]:
     """A file with the goose section's keys at the top level is that section (`goose:`);
     goose keys beside controller keys are an error that says where they belong."""
-    from controller.goose.config import GooseConfig
-    from controller.logic.config import ControllerConfig
-
     if not isinstance(data, dict):
         return data, line_of
     goose_keys = [k for k in data if k in GooseConfig.model_fields]
@@ -86,23 +81,7 @@ def goose_only_as_controller(data: dict, source: str, line_of: LineOf) -> tuple[
     return wrapped, shifted
 
 
-def validate_data(model: type[M], data: dict, source: str, line_of: LineOf, strip: str = "") -> M:
-    """Validate parsed config data; errors name the source, line, key path and reason.
-    `strip`: a key prefix the file did not write (a GOOSE-only file's implied `goose.`)."""
-    try:
-        return model.model_validate(data)
-    except ValidationError as exc:
-        lines = []
-        for f in validation_findings(exc, source, line_of):
-            item = f.item[len(strip) :] if strip and f.item.startswith(strip) else f.item
-            where = f"{f.source}:{f.line}" if f.line else f.source
-            lines.append(f"{where}: {item}: {f.reason}")
-        raise ConfigError("\n".join(lines)) from exc
-
-
 def _scl(p: Path, model: type[M], ied: str | None, data: dict | None, line_of) -> M:
-    from controller.scl.config import SclConfigError, load_overlay, load_scl_config
-
     try:
         if data is not None:
             return load_overlay(p, data, line_of, model, ied)

@@ -10,14 +10,11 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
+from controller.config.base import Cfg
 from protocols.ethernet.mac import MacError, parse_mac
 from protocols.ethernet.ring import RingSpec, RingSpecError
-
-
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 def _int_any(v: Any) -> Any:
@@ -67,14 +64,14 @@ def _members(v: Any) -> Any:
     return tuple(_shape(x) for x in v) if isinstance(v, list) else v
 
 
-class VlanCfg(_Cfg):
+class VlanCfg(Cfg):
     id: int = Field(ge=0, le=4095)
     priority: int = Field(default=4, ge=0, le=7)
 
     _num = field_validator("id", mode="before")(_int_any)
 
 
-class ABCfg(_Cfg):
+class ABCfg(Cfg):
     """Receive the stream on two networks: interfaces A and B, or two VLAN ids on one."""
 
     mode: Literal["merge", "preferred"] = "merge"
@@ -83,7 +80,7 @@ class ABCfg(_Cfg):
     vlan_b: int | None = None
 
 
-class SubscriptionCfg(_Cfg):
+class SubscriptionCfg(Cfg):
     name: str | None = None
     gocb_ref: str
     appid: int = Field(ge=0, le=0xFFFF)
@@ -116,7 +113,7 @@ class SubscriptionCfg(_Cfg):
         return self.name or self.gocb_ref
 
 
-class PublisherCfg(_Cfg):
+class PublisherCfg(Cfg):
     name: str | None = None
     gocb_ref: str
     dat_set: str
@@ -159,7 +156,7 @@ class PublisherCfg(_Cfg):
         return self
 
 
-class RxRingCfg(_Cfg):
+class RxRingCfg(Cfg):
     """The receive ring of each interface (`protocols.ethernet.ring`): how deep a burst it
     holds with nobody reading. `version` 3 packs frames in blocks (what `listen` uses), 2
     gives every frame a slot and a wake-up (what `run` uses, for latency), 0 turns the ring
@@ -194,7 +191,7 @@ class RxRingCfg(_Cfg):
                         self.retire_ms)  # fmt: skip
 
 
-class GooseConfig(_Cfg):
+class GooseConfig(Cfg):
     interface_a: str | None = None
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)

@@ -1,4 +1,5 @@
-"""The controller's configuration: GOOSE, the device, the logic, and the maps between them.
+"""A bay controller's configuration, the top-level model: GOOSE, the device, the logic,
+the control socket, the agent, and the maps between GOOSE and the bay.
 
 Inputs map subscribed data-set members (by stream and member index or name, with an
 optional path into structures) to bay events, name the member holding their quality, and
@@ -13,22 +14,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import Field, field_validator, model_validator
 
-from controller.agent.config import AgentCfg, ControlCfg
+from controller.config.agent import AgentCfg
+from controller.config.base import Cfg
+from controller.config.control import ControlCfg
+from controller.config.goose import GooseConfig
+from controller.config.link import DeviceLimits
 from controller.engine.resources import shipped
-from controller.goose.config import GooseConfig
 
+#: The logic's tables (a config's `logic.table` defaults to the bay table there).
 TABLES = shipped("controller.logic", "tables")
 #: The bay the demo, `goosectl bench` and the examples use (examples/controller/bay1.yaml).
-DEFAULT_CONFIG = shipped("controller.logic", "defaults", "bay1.yaml")
+DEFAULT_CONFIG = shipped("controller.config", "defaults", "bay1.yaml")
 
 #: Where a published member's value comes from (see `controller/logic/mapping.py`).
 MemberSource = Literal["position", "quality", "t", "now", "trip", "bf_trip", "true", "false"]
-
-
-class _Cfg(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 #: The controller's behaviour modes (IEC 61850-7-4 Beh), as written in configs and commands.
@@ -53,7 +54,7 @@ def _mode(v: Any) -> Any:
 _PERMIT_TRUE: list[bool | str | int] = [True]
 
 
-class InputMap(_Cfg):
+class InputMap(Cfg):
     """One subscribed member -> one bay event, with its quality and its fail-safe value."""
 
     name: str | None = Field(
@@ -97,37 +98,24 @@ class InputMap(_Cfg):
         return UNKNOWN if self.event == "interlock" else False
 
 
-class PublicationMap(_Cfg):
+class PublicationMap(Cfg):
     topic: Literal["position", "trip_ack", "bf_trip", "alarm"]
     gocb_ref: str
     members: list[MemberSource]
 
 
-class DeviceCfg(_Cfg):
+class DeviceCfg(DeviceLimits):
+    """The device: its port, the link's limits (`DeviceLimits`), the simulator's mechanism."""
+
     port: str = Field(default="sim", description="tty path, socket://host:port, or sim")
     baudrate: int = 115200
-    response_timeout_ms: float = Field(default=50, gt=0)
-    max_retries: int = Field(default=3, ge=0)
-    chatter_max: int = Field(
-        default=10, ge=1, description="position changes per chatter_window_ms before an alarm"
-    )
-    chatter_window_ms: float = Field(default=1000, gt=0)
-    reboot_max: int = Field(
-        default=3, ge=1, description="device restarts per reboot_window_ms before an alarm"
-    )
-    reboot_window_ms: float = Field(default=60_000, gt=0)
-    reboot_quiet_ms: float = Field(
-        default=5000,
-        gt=0,
-        description="in a reboot loop, how long the device must stay up before one resync",
-    )
     # the simulator's mechanism, when port is `sim` (the demo and replay --device sim)
     open_ms: int = Field(default=30, gt=0)
     close_ms: int = Field(default=60, gt=0)
     spring_ms: int = Field(default=5000, gt=0)
 
 
-class LogicCfg(_Cfg):
+class LogicCfg(Cfg):
     table: Path = TABLES / "bay.yaml"
     breaker_failure_ms: float = Field(default=150, gt=0)
     close_timeout_ms: float = Field(default=500, gt=0)
@@ -141,7 +129,7 @@ class LogicCfg(_Cfg):
     _mode = field_validator("mode", mode="before")(_mode)
 
 
-class ControllerConfig(_Cfg):
+class ControllerConfig(Cfg):
     goose: GooseConfig = Field(default_factory=GooseConfig)
     device: DeviceCfg = Field(default_factory=DeviceCfg)
     logic: LogicCfg = Field(default_factory=LogicCfg)
