@@ -26,11 +26,13 @@ ratios, and a failure with GOOSECTL_ENFORCE_BUDGETS=1 (a host fit to judge it).
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 import pytest
 
 from benchmarks.percentiles import check_budget, ratio, summarise
+from controller.shell.realtime import CpuLatency
 from lab import iec61850_pingpong
 from lab.floors import pty_round_trips
 from lab.latency import TripBench
@@ -84,23 +86,33 @@ def test_in_process_trip(benchmark, short, floors, tmp_path):
     check_budget(serial.p99 <= IN_PROCESS_BUDGET_P99_US, numbers)
 
 
-@pytest.mark.parametrize(("load_fps", "spin"), [(0, False), (0, True), (5000, False)])
-def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
+@pytest.mark.parametrize(
+    ("load_fps", "spin", "idle_poll"),
+    [(0, False, False), (0, True, False), (5000, False, False), (0, False, True)],
+    ids=["default", "spin", "5000fps", "cpu-latency-0"],
+)
+def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
+    """``idle_poll``: the host tuned as the README's host tuning says, CPU wake-up latency
+    held at 0 (idle CPUs poll instead of halting) for the whole case, references included,
+    and `run --cpu-latency-us 0` holding it too."""
     require_root()
     require_iec61850()
     require_binary("gcc", "gcc")  # builds the libiec61850 reference against the wheel
     n = 1000 if short else 5000  # a p99 needs >= 1,000 samples (one in a hundred is the tail)
-    with WireFloor() as wf:
-        echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
-    lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
-    from lab.wire_latency import WireTrip, peer_fifo
+    with contextlib.ExitStack() as host:
+        if idle_poll:
+            host.callback(CpuLatency(0).close)
+        with WireFloor() as wf:
+            echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
+        lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
+        from lab.wire_latency import WireTrip, peer_fifo
 
-    trip = WireTrip(load_fps=load_fps, spin=spin)
-    try:
-        with peer_fifo():  # the peer is another device: its send is not held up here
-            times = [trip.sample() for _ in range(n)]
-    finally:
-        trip.close()
+        trip = WireTrip(load_fps=load_fps, spin=spin, cpu_latency_us=0 if idle_poll else None)
+        try:
+            with peer_fifo():  # the peer is another device: its send is not held up here
+                times = [trip.sample() for _ in range(n)]
+        finally:
+            trip.close()
     # the controller's own view (socket read -> effects out, every frame it handled): tells
     # a slow trip inside goosectl from one lost to scheduling outside it
     inside = json.loads(trip.controller_report or "{}").get("frame_latency_us", {})
@@ -109,6 +121,7 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin):
         "wire: trip sent -> trip-ack received"
         + (f" (+50 streams, {load_fps} frames/s)" if load_fps else "")
         + (" (run --spin)" if spin else "")
+        + (" (CPU wake-up latency 0)" if idle_poll else "")
     )
     res = summarise(name, GROUP, times)
     for ref in (echo, lib, floors["pty"]):

@@ -90,9 +90,12 @@ class WireTrip:
         spring_ms: int = 20,
         spin: bool = False,
         realtime: bool = False,
+        cpu_latency_us: int | None = None,
     ) -> None:
         self.spin = spin
         self.realtime = realtime
+        #: `run --cpu-latency-us`: the controller holds the host's CPU wake-up latency
+        self.cpu_latency_us = cpu_latency_us
         self.lab = NetLab()
         self.procs: list[subprocess.Popen] = []
         #: frames read past a match, kept for the next wait: a peer late to read gets the
@@ -164,6 +167,11 @@ class WireTrip:
                 *(["--spin"] if self.spin else []),
                 *(["--realtime"] if self.realtime else []),
                 *(["--cpu", str(own)] if own is not None else []),
+                *(
+                    ["--cpu-latency-us", str(self.cpu_latency_us)]
+                    if self.cpu_latency_us is not None
+                    else []
+                ),
             ],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,

@@ -96,6 +96,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--cpu", type=int, metavar="N", help="run on this CPU only (affinity)")
     p.add_argument(
+        "--cpu-latency-us",
+        type=int,
+        metavar="N",
+        help="hold the host's CPU wake-up latency at N us while running (PM QoS, "
+        "/dev/cpu_dma_latency; 0: idle CPUs poll instead of sleeping, the fastest wake-up "
+        "for a frame, every CPU busy when idle; needs root; see the README's host tuning)",
+    )
+    p.add_argument(
         "--no-network",
         action="store_true",
         help="no GOOSE: the device and the agent only (no root needed)",
@@ -223,6 +231,16 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    held_latency = None
+    if args.cpu_latency_us is not None:
+        from controller.shell.realtime import CpuLatency, RealtimeError
+
+        try:
+            held_latency = CpuLatency(args.cpu_latency_us)
+        except RealtimeError as exc:
+            live.live.close()
+            abandon()
+            raise CommandError(str(exc)) from exc
     if args.realtime or args.cpu is not None:
         from controller.shell.realtime import Realtime, RealtimeError, apply
 
@@ -230,6 +248,8 @@ def run(args: argparse.Namespace) -> int:
             rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
             applied = apply(rt)
         except RealtimeError as exc:
+            if held_latency is not None:
+                held_latency.close()
             live.live.close()
             abandon()
             raise CommandError(f"--realtime: {exc}") from exc
@@ -237,6 +257,9 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = ", ".join(applied)
     else:
         realtime_note = None
+    if held_latency is not None:
+        note = f"cpu wake-up latency {held_latency.us} us"
+        realtime_note = f"{realtime_note}, {note}" if realtime_note else note
     stderr = LinePump(sys.stderr)  # never blocks the loop
     if args.realtime:  # the pump's thread inherited the loop's priority: one below it
         from controller.shell.realtime import helper_threads
@@ -247,6 +270,8 @@ def run(args: argparse.Namespace) -> int:
     live.live.on_round.append(journals.watch(live.status))
     why = live.open_port()
     if why is not None:
+        if held_latency is not None:
+            held_latency.close()
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
@@ -287,6 +312,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.run(until)
     finally:
+        if held_latency is not None:
+            held_latency.close()
         control.close()
         journals.close()
         logs.unroute()

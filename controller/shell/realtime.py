@@ -11,6 +11,15 @@ Each step is asked of the kernel and its refusal is an error that names what is 
 (CAP_SYS_NICE for SCHED_FIFO, CAP_IPC_LOCK or RLIMIT_MEMLOCK for mlockall, a CPU outside
 the allowed set), never a silent best effort.
 
+A host's idle CPUs add their own delay: a CPU with nothing to run sleeps (HLT), and the
+frame that wakes it waits for it to come back. In a virtual machine that is an exit to the
+hypervisor and an interrupt back (the haltpoll driver here polls 0 ns before halting).
+`--cpu-latency-us N` holds the kernel's CPU wake-up latency limit (PM QoS,
+/dev/cpu_dma_latency, as cyclictest does) at N us while `run` lives: at 0 the cpuidle
+governor picks the polling state, so an idle CPU spins and picks up the frame at once, at
+the price of every CPU of the host busy while idle. The request is tied to an open file:
+the kernel drops it when the process ends, however it ends.
+
 The loop's helper threads (the journal writer, the WAL syncer, the output pump) run
 SCHED_FIFO one priority below it. Left SCHED_OTHER, a helper holding the GIL was
 preempted by any normal task for a whole time slice and the loop, real-time or not,
@@ -25,11 +34,17 @@ import ctypes
 import ctypes.util
 import errno
 import os
+import struct
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 
 MCL_CURRENT = 1
 MCL_FUTURE = 2
+
+#: PM QoS: the CPU wake-up latency limit, an s32 in microseconds, held while open
+CPU_DMA_LATENCY = Path("/dev/cpu_dma_latency")
+_S32 = struct.Struct("=i")
 
 
 class RealtimeError(Exception):
@@ -115,3 +130,38 @@ def policy_of(pid: int = 0) -> str:
     """The scheduling policy of a process, by name (for status lines and tests)."""
     names = {os.SCHED_OTHER: "other", os.SCHED_FIFO: "fifo", os.SCHED_RR: "rr"}
     return names.get(os.sched_getscheduler(pid), str(os.sched_getscheduler(pid)))
+
+
+class CpuLatency:
+    """Holds the host's CPU wake-up latency limit at `us` microseconds while open.
+
+    The kernel keeps the lowest limit any open holder asked for and drops this one when the
+    file is closed (by `close` or by the process ending), so nothing outlives `run`."""
+
+    def __init__(self, us: int, device: Path = CPU_DMA_LATENCY) -> None:
+        if not 0 <= us <= 2_000_000_000:
+            raise RealtimeError(f"--cpu-latency-us {us}: not between 0 and 2,000,000,000")
+        self.us = us
+        try:
+            self._fd: int | None = os.open(device, os.O_WRONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise RealtimeError(
+                f"--cpu-latency-us: {device} does not exist (a kernel without PM QoS)"
+            ) from None
+        except PermissionError:
+            raise RealtimeError(f"--cpu-latency-us: {device} is root's: needs root") from None
+        os.write(self._fd, _S32.pack(us))
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def cpu_latency_limit(device: Path = CPU_DMA_LATENCY) -> int:
+    """The limit in force now (the lowest any holder asked for), in microseconds."""
+    fd = os.open(device, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        return int(_S32.unpack(os.read(fd, _S32.size))[0])
+    finally:
+        os.close(fd)
