@@ -88,9 +88,13 @@ def test_bench_in_process_prints_table_and_writes_histogram(tmp_path):
     import xml.etree.ElementTree as ET
 
     svg = tmp_path / "lat.svg"
-    r = goosectl("bench", "--samples", "60", "--out", str(svg))
-    assert "in process: trip frame -> TRIP bytes" in r.stdout
-    assert "within the 4 ms hard limit at p99: yes" in r.stdout
+    # the verdict is a measurement of this host at this moment: a unit test asserts that
+    # it is given and that the exit status says the same, never which one it is
+    r = goosectl("bench", "--samples", "60", "--out", str(svg), check=False)
+    assert "in process: trip frame -> TRIP bytes" in r.stdout, r.stderr
+    verdict = {"yes": 0, "NO": 1}
+    said = r.stdout.split("within the 4 ms hard limit at p99: ")[1].split()[0]
+    assert r.returncode == verdict[said], (r.returncode, r.stdout, r.stderr)
     root = ET.parse(svg).getroot()
     assert root.tag.endswith("svg") and len(root) > 10
     table = json.loads(svg.with_suffix(".json").read_text())
