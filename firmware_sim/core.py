@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from controller.engine import Table
-from controller.engine.bus import Bus
 from controller.engine.effects import Effect
 from controller.engine.resources import shipped
+from controller.engine.scheduler import Scheduler
 from firmware_sim.effects import (
     AfterAnswer,
     Emit,
@@ -135,8 +135,8 @@ class Firmware:
         was_closed = self._breaker_closed()
         self.boot_counter = (self.boot_counter + 1) & 0xFFFF
         self.stats.boots += 1
-        self.bus = Bus(
-            {
+        self.bus = Scheduler(
+            handlers={
                 Respond: self._respond,
                 AfterAnswer: lambda _src, e, _now: self._after_answer.append(e),
                 Emit: self._emit,
@@ -152,7 +152,7 @@ class Firmware:
             if name == "breaker":
                 ctx = _with_supervision(ctx, self.tables[name])
                 ctx["stuck"] = self.stuck
-            self.bus.start(name, self.tables[name].new(name, **ctx), now_ns)
+            self.bus.start(self.tables[name].new(name, **ctx), now_ns)
         if was_closed:
             self.bus.send("breaker", "powered_closed", now_ns)
         self.decoder.reset()

@@ -50,19 +50,26 @@ class AgentBay:
         if self.held and self.bay.link.state in ("up", "degraded"):
             held, self.held = self.held, []
             self.tools.execute(held, now_ns)
-        for _ in range(1000):
-            self.tools.pump(now_ns)
-            self.service.advance(now_ns)
-            out = self.service.take()
-            if not out and not self.tools.reports:
-                return
-            self.tools.execute(out, now_ns)
-            self.responses.extend(o for o in out if type(o) in (Respond, Notify, RunTool))
-            if self.on_notify is not None:
-                for o in out:
-                    if type(o) is Notify:
-                        self.on_notify(o, now_ns)
-        raise RuntimeError("agent tools and service keep exchanging without time passing")
+        # one input for the sessions' scheduler: tools and sessions that keep answering
+        # each other without time passing end in its guard's RunawayError
+        guard = self.service.runner.guard
+        guard.enter()
+        try:
+            while True:
+                self.tools.pump(now_ns)
+                self.service.advance(now_ns)
+                out = self.service.take()
+                if not out and not self.tools.reports:
+                    return
+                guard.step("tools", "round")
+                self.tools.execute(out, now_ns)
+                self.responses.extend(o for o in out if type(o) in (Respond, Notify, RunTool))
+                if self.on_notify is not None:
+                    for o in out:
+                        if type(o) is Notify:
+                            self.on_notify(o, now_ns)
+        finally:
+            guard.exit()
 
     # -- requests from the operator (control socket, demo) -----------------------------------
 

@@ -1,6 +1,6 @@
 """The agent layer, pure: sessions as machines, equipment locks, checkpoints, restore.
 
-Each request becomes a session: two machines on one runner — the agent loop
+Each request becomes a session: two machines on one scheduler — the agent loop
 (tables/session.yaml) and the procedure's workflow (its compiled table) — journaled with
 `step` durability: the service flushes after every input, so every transition it caused is
 durable (atomically, both machines) before the runtime executes a single effect. After a
@@ -20,14 +20,16 @@ from typing import Any
 from controller.agent.effects import Plan, Respond, RunTool
 from controller.agent.planner import Planner
 from controller.agent.procedure import Procedure, fill, parse_procedure
-from controller.engine import Journal, Machine, Runner, Table
-from controller.engine.effects import TIMER_EFFECTS
+from controller.engine import Journal, Machine, Scheduler, Table
 from controller.engine.journal import JournalIOError
-from controller.engine.machine import Step
 from controller.engine.resources import shipped
 
 TABLE = shipped("controller.agent", "tables", "session.yaml")
 FINAL = frozenset({"completed", "aborted"})
+#: steps one input may cause among the sessions before the guard calls it a loop: every
+#: open session (`max_open`) settling a tool result takes a few dozen; a procedure whose
+#: steps hand over to each other without time passing is stopped in about a second
+RUNAWAY_STEPS = 10_000
 ACTIVE = frozenset(
     {
         "receiving_input",
@@ -75,8 +77,12 @@ class AgentService:
         self.finished: deque[str] = deque()
         self.table = Table.load(TABLE)
         self.journal = journal
-        self.runner = Runner(journal)
-        self.runner.on_effects = self._collect
+        self.runner = Scheduler(
+            journal,
+            {Plan: self._plan_effect, Respond: self._respond},
+            default=self._output,
+            limit=RUNAWAY_STEPS,
+        )
         self.sessions: dict[str, Session] = {}
         self.locks: dict[str, str] = {}
         self.queued: deque[str] = deque()
@@ -93,29 +99,34 @@ class AgentService:
 
     # -- plumbing -----------------------------------------------------------------------
 
-    def _collect(self, machine: Machine, step: Step, now_ns: int) -> None:
-        e: Any  # routed by exact type below
-        for e in step.effects:
-            t = type(e)
-            if t is Plan:
-                self._plans.append(e)
-            elif t is Respond:
-                self.out.append(e)
-                s = self.sessions.get(e.session)
-                if s is not None:
-                    s.responses.append(e)
-                if machine.state in ("responding", "tool_failed_fatal"):
-                    self._responded.append(e.session)
-            elif t not in TIMER_EFFECTS:
-                self.out.append(e)
+    def _plan_effect(self, machine_id: str, e: Plan, now_ns: int) -> None:
+        self._plans.append(e)
+
+    def _respond(self, machine_id: str, e: Respond, now_ns: int) -> None:
+        self.out.append(e)
+        s = self.sessions.get(e.session)
+        if s is not None:
+            s.responses.append(e)
+        if self.runner.machines[machine_id].state in ("responding", "tool_failed_fatal"):
+            self._responded.append(e.session)
+
+    def _output(self, machine_id: str, e: Any, now_ns: int) -> None:
+        self.out.append(e)
 
     def _settle(self, now_ns: int) -> None:
-        """Run what the last dispatch asked for, then make it all durable."""
-        while self._plans or self._responded:
-            while self._plans:
-                self._plan(self._plans.popleft(), now_ns)
-            while self._responded:
-                self.runner.feed(self._responded.popleft(), "responded", now_ns)
+        """Run what the last dispatch asked for, then make it all durable. One input: the
+        scheduler's guard stays entered, so sessions that keep planning end in
+        `RunawayError` naming their machines."""
+        guard = self.runner.guard
+        guard.enter()
+        try:
+            while self._plans or self._responded:
+                while self._plans:
+                    self._plan(self._plans.popleft(), now_ns)
+                while self._responded:
+                    self.runner.feed(self._responded.popleft(), "responded", now_ns)
+        finally:
+            guard.exit()
         self._release_finished(now_ns)
         if self.journal is not None:
             try:

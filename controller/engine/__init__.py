@@ -5,17 +5,24 @@ m = table.new("bay1")
 step = m.start(now_ns)                      # entry actions, timers armed
 step = m.dispatch("trip", now_ns, payload)  # run to completion
 step.transitions, step.effects              # for the journal, for the shell
+
+sched = Scheduler(journal, {SendFrame: send})  # machines, timers, effects by type, journal
+sched.start(m, now_ns); sched.feed("bay1", "trip", now_ns, payload)  # runs until quiet,
+                                            # or RunawayError naming the loop
 """
 
 from controller.engine.effects import CancelTimer, Effect, Notify, Raise, StartTimer
 from controller.engine.findings import Finding, TableError
 from controller.engine.journal import Journal
-from controller.engine.machine import EngineError, Machine, RejectedEvent, Step
+from controller.engine.machine import EngineError, Machine, RejectedEvent, RunawayError, Step
 from controller.engine.registry import Event, Registry
-from controller.engine.runner import Runner
+from controller.engine.scheduler import Guard, Scheduler
 from controller.engine.spec import MachineSpec
 from controller.engine.table import Table
 from controller.engine.timers import TimerHeap, VirtualClock
+
+#: the scheduler's name where the journal's callers knew it as the runner
+Runner = Scheduler
 
 __all__ = [
     "CancelTimer",
@@ -23,6 +30,7 @@ __all__ = [
     "EngineError",
     "Event",
     "Finding",
+    "Guard",
     "Journal",
     "Machine",
     "MachineSpec",
@@ -30,7 +38,9 @@ __all__ = [
     "Raise",
     "Registry",
     "RejectedEvent",
+    "RunawayError",
     "Runner",
+    "Scheduler",
     "StartTimer",
     "Step",
     "Table",

@@ -58,7 +58,8 @@ class Raise:
     payload: Any = None
 
 
-#: Effects the engine's runners execute themselves; anything else is for the shell.
+#: Effects the scheduler executes itself (on its timer heap); anything else goes to the
+#: handlers of the scheduler's owner.
 TIMER_EFFECTS = frozenset({StartTimer, CancelTimer})
 
 

@@ -9,7 +9,7 @@ transitions taken (for the journal) and the effects to execute.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +32,23 @@ MAX_CHAIN = 1000
 
 class EngineError(Exception):
     """The table and its callables disagree at run time (bad router outcome, runaway chain)."""
+
+
+class RunawayError(EngineError):
+    """Machines kept answering each other (or one itself) without settling. Raised by the
+    scheduler's guard (`scheduler.Guard`: too many steps for one input, or calls nested
+    too deep) and by `dispatch` (a machine raising events at itself past `MAX_CHAIN`).
+    `trail` holds the last (machine, event) pairs, `machines` the distinct machines among
+    them: the loop."""
+
+    def __init__(self, why: str, trail: Iterable[tuple[str, str]]) -> None:
+        self.trail = tuple(trail)
+        self.machines = tuple(dict.fromkeys(m for m, _ in self.trail))
+        steps = " -> ".join(f"{m}:{e}" for m, e in self.trail)
+        super().__init__(
+            f"runaway: one input did not settle ({why}); machines in the loop: "
+            f"{', '.join(self.machines)}; last steps: {steps}"
+        )
 
 
 class RejectedEvent(EngineError):
@@ -165,7 +182,10 @@ class Machine:
             while queue:
                 chain += 1
                 if chain > MAX_CHAIN:
-                    raise EngineError(f"{self.id}: more than {MAX_CHAIN} raised events in one step")
+                    raise RunawayError(
+                        f"{self.id} raised more than {MAX_CHAIN} events in one dispatch",
+                        [(self.id, ev.name), *((self.id, r.event) for r in queue[:11])],
+                    )
                 raised = queue.pop(0)
                 rows = self.table.rows[state].get(raised.event)
                 if rows is not None:
@@ -268,7 +288,7 @@ class Machine:
         """Rebuild from a snapshot without running entry actions again.
 
         Armed timers are not part of a machine: whoever owns the timer heap persists and
-        re-arms them (see `runner.Runner`), or calls `rearm_timers` to start them afresh."""
+        re-arms them (see `scheduler.Scheduler`), or calls `rearm_timers` to start them afresh."""
         if snap.get("table") != table.name:
             raise EngineError(f"snapshot is of table {snap.get('table')!r}, not {table.name!r}")
         if snap["state"] not in table.rows:

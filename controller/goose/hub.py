@@ -1,4 +1,4 @@
-"""Everything GOOSE on one runner: subscriptions, publishers, their timers, one effect list.
+"""Everything GOOSE on one scheduler: subscriptions, publishers, their timers, one effect list.
 
 The hub is the pure boundary the shells (live sockets, pcap replay, the bay controller)
 talk to: give it frames, publications and time; take back `SendFrame`s to put on the
@@ -15,9 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.config.goose import GooseConfig
-from controller.engine import Journal, Runner
-from controller.engine.effects import TIMER_EFFECTS
-from controller.engine.machine import Machine, Step
+from controller.engine import Journal, Scheduler
 from controller.goose.effects import FrameClassified, LgosChanged, StreamState, Transmit
 from controller.goose.publisher import Publisher, load_table
 from controller.goose.subscriber import SubscriberBank
@@ -31,13 +29,22 @@ class GooseHub:
         self,
         config: GooseConfig | None = None,
         journal: Journal | None = None,
-        runner: Runner | None = None,
+        runner: Scheduler | None = None,
         simulation: bool = False,
     ) -> None:
         config = config or GooseConfig()
-        self.runner = runner or Runner(journal)
-        self.runner.on_effects = self._collect
+        self.runner = runner or Scheduler(journal)
         self.out: list[Any] = []
+        # every other effect (a bay's or an input machine's on a shared scheduler) is a
+        # report for whoever drains the hub
+        self.runner.route(
+            {
+                Transmit: self._transmit,
+                StreamState: self._stream_state,
+                LgosChanged: self._lgos_changed,
+            },
+            default=self._report,
+        )
         self.bank = SubscriberBank(
             self.runner,
             config.subscriptions,
@@ -53,25 +60,23 @@ class GooseHub:
             self.by_gocb[cfg.gocb_ref] = pub
         self._started = False
 
-    # -- effect routing -------------------------------------------------------------------
+    # -- effect routing (by exact type, on the scheduler) ----------------------------------
 
-    def _collect(self, machine: Machine, step: Step, now_ns: int) -> None:
-        out = self.out
-        e: Any  # routed by exact type below; each branch's callee declares the type it takes
-        for e in step.effects:
-            t = type(e)
-            if t is Transmit:
-                out.append(self.publishers[machine.id].frame(e))
-            elif t is StreamState:
-                out.append(e)
-                if e.side in ("A", "B"):
-                    self.bank.on_side_state(e, now_ns)
-                elif e.state == "lost":
-                    self.bank.on_stream_lost(e, now_ns)
-            elif t is LgosChanged:
-                out.append(self.bank.view(e.stream))
-            elif t not in TIMER_EFFECTS:
-                out.append(e)
+    def _transmit(self, machine_id: str, e: Transmit, now_ns: int) -> None:
+        self.out.append(self.publishers[machine_id].frame(e))
+
+    def _stream_state(self, machine_id: str, e: StreamState, now_ns: int) -> None:
+        self.out.append(e)
+        if e.side in ("A", "B"):
+            self.bank.on_side_state(e, now_ns)
+        elif e.state == "lost":
+            self.bank.on_stream_lost(e, now_ns)
+
+    def _lgos_changed(self, machine_id: str, e: LgosChanged, now_ns: int) -> None:
+        self.out.append(self.bank.view(e.stream))
+
+    def _report(self, machine_id: str, e: Any, now_ns: int) -> None:
+        self.out.append(e)
 
     @property
     def started(self) -> bool:

@@ -23,8 +23,8 @@ from typing import Any
 from controller.config.link import LinkConfig
 from controller.config.link import check_config_param as _check_config
 from controller.engine import Table
-from controller.engine.bus import Bus
 from controller.engine.resources import shipped
+from controller.engine.scheduler import Scheduler
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from controller.link.registry import COMMANDS, build
 from protocols.serial import messages as m
@@ -47,8 +47,8 @@ class LinkCore:
         self._out = bytearray()
         self._events: list[LinkEvent] = []
         self.reopen_wanted = False
-        self.bus = Bus(
-            {
+        self.bus = Scheduler(
+            handlers={
                 Transmit: self._transmit,
                 Submit: self._submit,
                 Outcome: self._outcome,
@@ -58,7 +58,6 @@ class LinkCore:
         )
         c = self.config
         self.bus.start(
-            "commands",
             tables["commands"].new(
                 "commands",
                 next_seq=c.first_seq,
@@ -68,7 +67,6 @@ class LinkCore:
             now_ns,
         )
         self.bus.start(
-            "link",
             tables["link"].new(
                 "link",
                 reconnect_ms=c.reconnect_ms,

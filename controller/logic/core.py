@@ -25,7 +25,7 @@ from typing import Any
 
 from controller.config.bay import MODES, TABLES, ControllerConfig
 from controller.config.link import LinkConfig
-from controller.engine import Journal, Runner, Table
+from controller.engine import Journal, Scheduler, Table
 from controller.engine.machine import Machine
 from controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
 from controller.goose.hub import GooseHub
@@ -57,7 +57,7 @@ class BayController:
         self, config: ControllerConfig, now_ns: int = 0, journal: Journal | None = None
     ) -> None:
         self.config = config
-        self.runner = Runner(journal)
+        self.runner = Scheduler(journal)
         self.hub = GooseHub(config.goose, runner=self.runner)
         # a restarted controller continues the device link's sequence numbers above what it
         # last recorded (plus a margin for commands sent after that record): below them the
@@ -321,19 +321,30 @@ class BayController:
         self._settle(self.hub.drain(), now_ns)
 
     def _settle(self, effects: list[Any], now_ns: int) -> None:
-        queue = deque(effects)
-        while True:
-            while queue:
-                self._handle(queue.popleft(), now_ns, queue)
-            events = self.link.take_events()
-            if not events:
-                break
-            for le in events:
-                self.reports.append(le)
-                for obs in self.observers:
-                    obs(le)
-                for ev, payload in self._link_events(le):
-                    self._bay(ev, now_ns, payload)
+        """Handle `effects` in order, then what the link answered, until both are quiet.
+
+        One input: the scheduler's guard stays entered throughout, so a bay and a link
+        that keep answering each other end in `RunawayError` (the link's events count
+        as steps of machine "link") instead of running forever."""
+        guard = self.runner.guard
+        guard.enter()
+        try:
+            queue = deque(effects)
+            while True:
+                while queue:
+                    self._handle(queue.popleft(), now_ns, queue)
+                events = self.link.take_events()
+                if not events:
+                    break
+                for le in events:
+                    guard.step("link", le.kind)
+                    self.reports.append(le)
+                    for obs in self.observers:
+                        obs(le)
+                    for ev, payload in self._link_events(le):
+                        self._bay(ev, now_ns, payload)
+        finally:
+            guard.exit()
         journal = self.runner.journal
         if journal is not None and self.link.next_seq != self._seq_recorded:
             self._seq_recorded = self.link.next_seq

@@ -17,6 +17,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
+from controller.engine.scheduler import Guard
+
 
 class Endpoint(Protocol):
     def receive(self, data: bytes, now_ns: int) -> None: ...
@@ -91,19 +93,28 @@ class VirtualWire(_VirtualTime):
         self.ba = b_to_a or Pipe()
         self.now_ns = start_ns
         self.on_step = on_step  # e.g. reopen the controller's port when it asks
+        self.names = _names(a, b)
+        #: every delivery is a step of the receiving endpoint; endpoints that keep
+        #: answering each other without time passing end in `RunawayError`
+        self.guard = Guard()
 
     def _move(self) -> bool:
-        """Carry bytes both ways at the current time; True if anything moved."""
+        """Carry bytes both ways at the current time; True if anything moved. Every
+        output and every delivery is a step of its endpoint (for the guard)."""
         moved = False
         now = self.now_ns
-        for src, ch in ((self.a, self.ab), (self.b, self.ba)):
+        step = self.guard.step
+        a, b = self.names
+        for src, ch, name in ((self.a, self.ab, a), (self.b, self.ba, b)):
             out = src.take_output()
             if out:
+                step(name, "output")
                 ch.put(out, now)
                 moved = True
-        for ch, dst in ((self.ab, self.b), (self.ba, self.a)):
+        for ch, dst, name in ((self.ab, self.b, b), (self.ba, self.a, a)):
             data = ch.take_due(now)
             if data:
+                step(name, "receive")
                 dst.receive(data, now)
                 moved = True
         if self.on_step is not None:
@@ -111,10 +122,12 @@ class VirtualWire(_VirtualTime):
         return moved
 
     def _settle(self) -> None:
-        for _ in range(100_000):
-            if not self._move():
-                return
-        raise RuntimeError("endpoints keep exchanging bytes without time passing (a loop?)")
+        self.guard.enter()
+        try:
+            while self._move():
+                pass
+        finally:
+            self.guard.exit()
 
     def next_time(self) -> int | None:
         times = [
@@ -178,18 +191,33 @@ class VirtualPortPair(_VirtualTime):
         self.now_ns = start_ns
         self.guard_s = guard_s
         self.on_step = on_step  # as VirtualWire's: called after every exchange
+        self.names = _names(a, b)
+        self.guard = Guard()  # as VirtualWire's: shells that keep answering each other
 
     def in_flight(self) -> int:
         return (self.a.bytes_out - self.b.bytes_in) + (self.b.bytes_out - self.a.bytes_in)
 
     def _settle(self) -> None:
+        self.guard.enter()
+        try:
+            self._exchange()
+        finally:
+            self.guard.exit()
+
+    def _exchange(self) -> None:
         import select
 
+        step = self.guard.step
         while True:
-            got = self.a.poll(self.now_ns) + self.b.poll(self.now_ns)
+            got_a = self.a.poll(self.now_ns)
+            got_b = self.b.poll(self.now_ns)
             if self.on_step is not None:
                 self.on_step(self.now_ns)
-            if got:
+            if got_a or got_b:
+                if got_a:
+                    step(self.names[0], "poll")
+                if got_b:
+                    step(self.names[1], "poll")
                 continue
             if self.in_flight() <= 0:
                 return
@@ -211,3 +239,9 @@ class VirtualPortPair(_VirtualTime):
             self._settle()
         self.now_ns = max(self.now_ns, t_ns)
         self._settle()
+
+
+def _names(a: object, b: object) -> tuple[str, str]:
+    """What a `RunawayError` calls the two sides: their classes, told apart if the same."""
+    na, nb = type(a).__name__, type(b).__name__
+    return (f"{na} a", f"{nb} b") if na == nb else (na, nb)
