@@ -10,9 +10,21 @@ from typing import Any
 
 import pytest
 
+from controller.agent.host import AgentBay
+from controller.agent.planner import FolderPlanner
+from controller.agent.service import AgentService
+from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from controller.config.load import load_config
 from controller.engine import Journal, Registry, RunawayError, Scheduler, Table
 from controller.engine.effects import Effect, Raise
 from controller.engine.spec import MachineSpec
+from controller.link import effects as link_effects
+from controller.link.core import LinkCore
+from controller.logic.core import BayController
+from controller.logic.effects import DeviceCommand, InputChanged
+from controller.replay.virtual_wire import VirtualWire
+from firmware_sim import effects as board_effects
+from firmware_sim.core import INJECTIONS, Firmware
 
 REG = Registry("scheduler_test")
 
@@ -33,9 +45,46 @@ def poke(target: str, event: str):
     return lambda ctx, ev: Poke(target, event)
 
 
+@dataclass(frozen=True, slots=True)
+class LoudSaid(Said):
+    pass
+
+
 @REG.action(factory=True)
 def say(text: str):
     return lambda ctx, ev: Said(text)
+
+
+@REG.action(factory=True)
+def shout(text: str):
+    return lambda ctx, ev: LoudSaid(text)
+
+
+@REG.action
+def again(ctx, ev):
+    return Raise("again")
+
+
+@REG.action(factory=True)
+def signal(target: str, event: str):
+    """The device link's own effect between its two machines."""
+    return lambda ctx, ev: link_effects.Signal(target, event)
+
+
+@REG.action(factory=True)
+def board_signal(target: str, event: str):
+    """The simulated board's own effect between its machines."""
+    return lambda ctx, ev: board_effects.Signal(target, event)
+
+
+@REG.action
+def ask_trip(ctx, ev):
+    return DeviceCommand("trip", "loop")
+
+
+@REG.action
+def prot_rises(ctx, ev):
+    return InputChanged("prot", "prot", "protection_trip", True, True, False, "", "")
 
 
 def table(name: str, rows: list[dict[str, Any]], events: list[str], **extra: Any) -> Table:
@@ -64,8 +113,8 @@ def scheduler_with(*machines: tuple[str, Table], **kw: Any) -> tuple[Scheduler, 
     return s, said
 
 
-def act(*names: str, **args: str) -> dict[str, Any]:
-    return {"name": names[0], "args": args}
+def act(name: str, **args: str) -> dict[str, Any]:
+    return {"name": name, "args": args}
 
 
 # -- the ordering rule ----------------------------------------------------------------
@@ -118,14 +167,6 @@ def test_feed_fires_due_timers_first_and_journals_every_step_in_order(tmp_path):
 
 
 def test_effects_go_to_the_handler_of_their_exact_type_or_to_the_default():
-    @dataclass(frozen=True, slots=True)
-    class LoudSaid(Said):
-        pass
-
-    @REG.action(factory=True)
-    def shout(text: str):
-        return lambda ctx, ev: LoudSaid(text)
-
     t = table(
         "t", [{"event": "go", "actions": [act("shout", text="hi"), act("say", text="hi")]}], ["go"]
     )
@@ -205,13 +246,6 @@ def test_a_loop_that_recurses_is_stopped_by_its_depth_long_before_the_stack_over
 
 
 def test_the_device_link_bus():
-    from controller.link.core import LinkCore
-    from controller.link.effects import Signal
-
-    @REG.action(factory=True)
-    def signal(target: str, event: str):
-        return lambda ctx, ev: Signal(target, event)
-
     link = table(
         "link",
         [
@@ -235,13 +269,6 @@ def test_the_device_link_bus():
 
 
 def test_the_simulated_board_bus():
-    from firmware_sim.core import INJECTIONS, Firmware
-    from firmware_sim.effects import Signal
-
-    @REG.action(factory=True)
-    def board_signal(target: str, event: str):
-        return lambda ctx, ev: Signal(target, event)
-
     target, event = INJECTIONS["gas_low"]
     first = table(
         target,
@@ -268,19 +295,6 @@ def test_the_simulated_board_bus():
 def test_the_bay_with_its_mode_machine():
     """The bay asks for a command, the mode (off: commands are withheld) withholds it and
     reports an input change that the bay acts on by asking again: the bay's own loop."""
-    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-    from controller.config.load import load_config
-    from controller.logic.core import BayController
-    from controller.logic.effects import DeviceCommand, InputChanged
-
-    @REG.action
-    def ask_trip(ctx, ev):
-        return DeviceCommand("trip", "loop")
-
-    @REG.action
-    def prot_rises(ctx, ev):
-        return InputChanged("prot", "prot", "protection_trip", True, True, False, "", "")
-
     bay_t = table(
         "bay", [{"event": "protection_trip", "actions": ["ask_trip"]}], ["protection_trip"]
     )
@@ -319,8 +333,6 @@ def test_the_bay_with_its_mode_machine():
 
 
 def test_the_virtual_wire_between_two_endpoints_that_answer_every_byte():
-    from controller.replay.virtual_wire import VirtualWire
-
     class Echo:
         def __init__(self) -> None:
             self.out = b""
@@ -356,13 +368,6 @@ def test_the_virtual_wire_between_two_endpoints_that_answer_every_byte():
 
 
 def test_the_agent_with_a_procedure_whose_steps_hand_over_to_each_other(tmp_path):
-    from controller.agent.host import AgentBay
-    from controller.agent.planner import FolderPlanner
-    from controller.agent.service import AgentService
-    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-    from controller.config.load import load_config
-    from controller.logic.core import BayController
-
     (tmp_path / "spin.yaml").write_text(
         "name: spin\n"
         "start: a\n"
@@ -377,11 +382,6 @@ def test_the_agent_with_a_procedure_whose_steps_hand_over_to_each_other(tmp_path
     with pytest.raises(RunawayError) as exc:
         host.handle({"op": "run", "procedure": "spin", "params": {}}, 1)
     assert {"s1", "s1/wf"} <= set(exc.value.machines)
-
-
-@REG.action
-def again(ctx, ev):
-    return Raise("again")
 
 
 def test_a_machine_that_raises_events_at_itself_for_ever_ends_in_the_same_error():
