@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.percentiles import ratio, summarise
-from controller.engine import Journal, Runner, Table
+from controller.engine import Journal, Scheduler, Table
 from controller.shell.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
 
 GROUP = "journal-on-the-loop"
@@ -51,7 +51,7 @@ def paced_loop(journal: Journal, table: Table, seconds: float, enough=lambda: Tr
     """Run the loop for `seconds`, and on until 1,000 flushes and `enough()` (a loaded
     machine falls behind the pace); returns (all maybe_flush times, flushing ones, wake
     lateness) in ns."""
-    runner = Runner(journal)
+    runner = Scheduler(journal)
     clock = time.monotonic_ns
     now = clock()
     for i in range(MACHINES):
@@ -143,7 +143,7 @@ def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_p
     for mode in ("inline", "thread"):
         journal = Journal(tmp_path / f"{mode}.sqlite", durability="step")
         syncer = WalSyncer(journal).start() if mode == "thread" else None
-        runner = Runner(journal)
+        runner = Scheduler(journal)
         runner.start(table.new("s"), 0)
         journal.flush(0)
         times = []

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
-from controller.engine import Journal, RejectedEvent, Runner, Table, TableError
+from controller.engine import Journal, RejectedEvent, Scheduler, Table, TableError
 from controller.engine.diagram import FORMATS
 from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 from controller.engine.machine import Step
@@ -213,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     table = _load(args)
     events = read_events(args.events)
     journal = Journal(args.journal, durability=args.durability)
-    runner = Runner(journal)
+    runner = Scheduler(journal)
     # the journal keeps a digest of each step's effects; what is printed shows them
     effects: dict[int, list] = {}
 

@@ -21,9 +21,6 @@ from controller.engine.spec import MachineSpec
 from controller.engine.table import Table
 from controller.engine.timers import TimerHeap, VirtualClock
 
-#: the scheduler's name where the journal's callers knew it as the runner
-Runner = Scheduler
-
 __all__ = [
     "CancelTimer",
     "Effect",
@@ -39,7 +36,6 @@ __all__ = [
     "Registry",
     "RejectedEvent",
     "RunawayError",
-    "Runner",
     "Scheduler",
     "StartTimer",
     "Step",

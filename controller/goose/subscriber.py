@@ -1,6 +1,6 @@
 """Subscriptions: match frames to streams, run each stream's machines, merge A/B copies.
 
-Pure: frames and times in, effects out, through the engine's `Runner` (which owns the
+Pure: frames and times in, effects out, through the engine's `Scheduler` (which owns the
 timer heap and the journal). Per frame the work is: one header parse (allData untouched),
 one dict lookup for the stream, one dispatch; allData is decoded only when the frame
 carries a new state with new data.
@@ -34,7 +34,7 @@ from functools import cache
 from typing import Any
 
 from controller.config.goose import SubscriptionCfg
-from controller.engine import Runner, Table
+from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
@@ -135,7 +135,7 @@ class Stream:
 class SubscriberBank:
     def __init__(
         self,
-        runner: Runner,
+        runner: Scheduler,
         subscriptions: list[SubscriptionCfg] | None = None,
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
@@ -594,5 +594,5 @@ def _filters_match(sub: SubscriptionCfg, hdr) -> bool:
     return True
 
 
-def _active_side(runner: Runner, selector_id: str) -> str:
+def _active_side(runner: Scheduler, selector_id: str) -> str:
     return "A" if runner.machines[selector_id].state == "a_active" else "B"

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from controller import logs
-from controller.engine import Journal, Runner, Table
+from controller.engine import Journal, Scheduler, Table
 from controller.engine.machine import Machine, Step
 from controller.engine.resources import shipped
 
@@ -41,7 +41,7 @@ class ControlLog:
         self.quiet_ms = quiet_s * 1000
         self.on_alarm = on_alarm
         self.limit_table = Table.load(TABLES / "limit.yaml")
-        self.runner = Runner(None)
+        self.runner = Scheduler(None)
         self.runner.on_step = self._record
         self._detail = ""
         self.runner.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)

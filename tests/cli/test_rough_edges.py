@@ -16,7 +16,7 @@ import pytest
 
 from controller import cli
 from controller.demo.offline import latency_note
-from controller.engine import Runner, Table
+from controller.engine import Scheduler, Table
 from controller.engine.effects import Notify
 from controller.report.bay_report import Timeline
 from controller.shell.journal_writer import LiveJournals
@@ -139,7 +139,7 @@ def test_a_live_journal_maps_monotonic_times_to_utc_also_after_a_restart(tmp_pat
     anchors = []
     for run in range(2):
         journals = LiveJournals(bay, tmp_path / "agent.sqlite")
-        runner = Runner(journals.bay)
+        runner = Scheduler(journals.bay)
         mid = f"b{run}"
         now = time.monotonic_ns()
         runner.start(table.new(mid), now)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Journal, Runner, Table
+from controller.engine import Journal, Scheduler, Table
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tables" / "breaker.yaml"
@@ -68,7 +68,7 @@ def test_in_process_runs_match_too(tmp_path):
     outs = []
     for _ in range(2):
         j = Journal(None)
-        r = Runner(j)
+        r = Scheduler(j)
         t = Table.load(EXAMPLE)
         r.start(t.new("b"), 0)
         for line in EVENTS.read_text().splitlines():

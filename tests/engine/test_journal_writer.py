@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Journal, Runner, Table
+from controller.engine import Journal, Scheduler, Table
 from controller.engine.journal import JournalIOError
 from controller.shell.journal_writer import JournalWriter, Retention, WalSyncer
 from tests.support.smallfs import fill, small_tmpfs
@@ -47,15 +47,15 @@ def table(tmp_path: Path) -> Table:
     return Table.load(path)
 
 
-def drive(journal: Journal, table: Table, jobs: int, start_ms: float = 0.0) -> Runner:
+def drive(journal: Journal, table: Table, jobs: int, start_ms: float = 0.0) -> Scheduler:
     """Feed `jobs` jobs, 1 ms apart on the virtual clock, flushing like the live loop."""
-    runner = Runner(journal)
+    runner = Scheduler(journal)
     runner.start(table.new("w"), int(start_ms * 1e6))
     feed(runner, journal, jobs, start_ms)
     return runner
 
 
-def feed(runner: Runner, journal: Journal, jobs: int, start_ms: float) -> None:
+def feed(runner: Scheduler, journal: Journal, jobs: int, start_ms: float) -> None:
     for i in range(jobs):
         now = int((start_ms + 1 + i) * 1e6)
         runner.feed("w", "job", now, input_pos=i)
@@ -206,7 +206,7 @@ def test_inline_commit_on_a_full_disk_raises_keeps_the_rows_and_resumes(tmp_path
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         path = disk / "agent.sqlite"
         journal = Journal(path, durability="step")
-        runner = Runner(journal)
+        runner = Scheduler(journal)
         runner.start(table.new("w"), 0)
         journal.flush(0)
         filler = fill(disk)
@@ -251,7 +251,7 @@ def test_a_start_on_a_full_disk_reads_the_journal_and_resumes_writing_later(tmp_
         assert journal.get_meta("link.seq") == 41
         assert journal.seq == before[-1][0] + 1  # numbered on, after its io_error row
         writer = JournalWriter(journal, retry_s=0.05).start()
-        runner = Runner(journal)
+        runner = Scheduler(journal)
         runner.resume_or_start(table, "w", 0)
         feed(runner, journal, 50, 10_000)
         wait_until(lambda: writer.errors > 0, "the writer tries the full disk")
@@ -325,7 +325,7 @@ def test_step_commits_are_fsynced_by_the_syncer_not_the_caller(tmp_path, table):
     journal = Journal(path, durability="step")
     syncer = WalSyncer(journal).start()
     assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-    runner = Runner(journal)
+    runner = Scheduler(journal)
     runner.start(table.new("w"), 0)
     for i in range(20):
         runner.feed("w", "job", (i + 1) * 1_000_000, input_pos=i)
