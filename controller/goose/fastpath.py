@@ -16,9 +16,7 @@ on its stream machine) is `subscriber.py`'s business.
 
 from __future__ import annotations
 
-from typing import Any
-
-from protocols.goose import UtcTime
+from protocols.goose import GooseHeader, UtcTime, Vlan
 
 TPID = b"\x81\x00"
 
@@ -104,7 +102,11 @@ class Facts:
     )
 
     def __init__(
-        self, hdr: Any, sq_num: int | None = None, tal_ms: int = 0, t: UtcTime | None = None
+        self,
+        hdr: GooseHeader,
+        sq_num: int | None = None,
+        tal_ms: int = 0,
+        t: UtcTime | None = None,
     ) -> None:
         self.hdr = hdr
         self.st_num = hdr.st_num
@@ -149,7 +151,7 @@ class Memory:
         "vlan",
     )
 
-    def __init__(self, buf: bytes, hdr: Any, tag: Any = None) -> None:
+    def __init__(self, buf: bytes, hdr: GooseHeader, tag: Vlan | None = None) -> None:
         self.buf = buf
         self.hdr = hdr
         self.vlan = hdr.vlan

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from controller.goose.classify import Verdict
+from controller.goose.fastpath import Facts
 
 
 class FrameIn:
@@ -17,7 +16,7 @@ class FrameIn:
 
     __slots__ = ("gate", "hdr", "refused", "side", "values", "verdict")
 
-    def __init__(self, hdr: Any, side: str, gate: tuple[bool, bool] = (False, False)) -> None:
+    def __init__(self, hdr: Facts, side: str, gate: tuple[bool, bool] = (False, False)) -> None:
         self.hdr = hdr
         self.side = side
         #: (controller in simulation mode, subscription switched to its simulated stream)
