@@ -8,18 +8,13 @@ import sys
 from pathlib import Path
 
 from tests.support.lines import Lines
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def agent(sock: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "agent", "--control", str(sock), *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )
+    return goosectl("agent", "--control", str(sock), *args, check=False, timeout=60)
 
 
 def test_without_a_controller_it_says_so_and_exits_2(tmp_path):

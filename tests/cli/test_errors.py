@@ -26,6 +26,7 @@ import pytest
 
 from controller import cli
 from tests.support.peers import CAPTURES, REPO, _require
+from tests.support.procs import goosectl
 
 CAP = CAPTURES / "iti_GOOSE.pcap"
 BIG_CAP = CAPTURES / "iti_Sample_File_GOOSE.pcap"  # ~190 kB of decode output
@@ -294,14 +295,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_silence(world, capsys,
 
 def run(*args, cwd: Path, prefix: tuple[str, ...] = (), timeout: float = 300):
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "controller", *map(str, args)],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return goosectl(*map(str, args), check=False, timeout=timeout, prefix=prefix, cwd=cwd, env=env)
 
 
 def test_version(tmp_path) -> None:

@@ -9,7 +9,6 @@ import os
 import shutil
 import sqlite3
 import subprocess
-import sys
 import time
 
 import pytest
@@ -21,6 +20,7 @@ from controller.engine.effects import Notify
 from controller.report.bay_report import Timeline
 from controller.shell.journal_writer import LiveJournals
 from tests.support.peers import CAPTURES, REPO, require_binary
+from tests.support.procs import goosectl
 
 CAP = CAPTURES / "iti_GOOSE.pcap"
 TABLE = REPO / "examples" / "tables" / "breaker.yaml"
@@ -29,13 +29,7 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 
 def test_render_piped_says_it_writes_mermaid_and_how_to_get_dot(tmp_path) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "controller", "table", "render", str(TABLE)],
-        capture_output=True,
-        text=True,
-        env=ENV,
-        cwd=tmp_path,
-    )
+    done = goosectl("table", "render", str(TABLE), check=False, env=ENV, cwd=tmp_path)
     assert done.returncode == 0
     assert done.stdout.startswith("stateDiagram-v2")
     assert done.stderr == (
@@ -46,12 +40,8 @@ def test_render_piped_says_it_writes_mermaid_and_how_to_get_dot(tmp_path) -> Non
 
 def test_render_format_dot_is_what_graphviz_reads(tmp_path) -> None:
     dot = require_binary("dot", "graphviz")
-    render = subprocess.run(
-        [sys.executable, "-m", "controller", "table", "render", str(TABLE), "--format", "dot"],
-        capture_output=True,
-        env=ENV,
-        cwd=tmp_path,
-    )
+    argv = ("table", "render", str(TABLE), "--format", "dot")
+    render = goosectl(*argv, check=False, env=ENV, cwd=tmp_path, text=False)  # bytes, for dot
     assert render.returncode == 0 and render.stderr == b""
     svg = subprocess.run([dot, "-Tsvg"], input=render.stdout, capture_output=True)
     assert svg.returncode == 0 and b"<svg" in svg.stdout

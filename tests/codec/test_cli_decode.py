@@ -4,8 +4,6 @@ run, non-GOOSE frames skipped, format detected by magic number, exit codes."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,7 +11,7 @@ import pytest
 from controller.cli import main as goosectl
 from protocols.ethernet.pcap import PcapWriter
 from protocols.goose import Boolean, GooseFrame, Integer, Structure, UtcTime, Vlan, encode_frame
-from tests.support.peers import REPO
+from tests.support import procs
 
 
 def _frame(**kw) -> bytes:
@@ -91,13 +89,7 @@ def test_unreadable_files_exit_2(tmp_path: Path, capsys: pytest.CaptureFixture[s
 def test_truncated_file_prints_frames_then_exits_2(capture: Path) -> None:
     cut = capture.with_suffix(".cut")
     cut.write_bytes(capture.read_bytes()[:-5])
-    run = subprocess.run(
-        [sys.executable, "-m", "controller", "decode", str(cut)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    run = procs.goosectl("decode", str(cut), check=False, timeout=60)
     assert run.returncode == 2
     assert len(run.stdout.splitlines()) == 3 and "cut short" in run.stderr
 

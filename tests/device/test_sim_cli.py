@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 from controller.config.link import LinkConfig
 from controller.shell.serial_link import SerialLink
-from tests.support.procs import Sim
+from tests.support.procs import Sim, goosectl
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -51,11 +49,5 @@ def test_sim_tcp_serves_pyserial_socket_url() -> None:
 
 
 def test_sim_bad_arguments_exit_2_with_a_reason() -> None:
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "sim", "--pty", "--open-ms", "1"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    r = goosectl("sim", "--pty", "--open-ms", "1", check=False, timeout=30, cwd=ROOT)
     assert r.returncode == 2 and "OPEN_TIME_MS=1 is outside 5..1000" in r.stderr

@@ -1,20 +1,15 @@
 import subprocess
-import sys
 from pathlib import Path
 
 from tests.support.peers import require_binary
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tables" / "breaker.yaml"
 
 
 def render(fmt: str) -> str:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "table", "render", str(EXAMPLE), "--format", fmt],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
+    return goosectl("table", "render", str(EXAMPLE), "--format", fmt).stdout
 
 
 def test_mermaid_has_every_transition_and_timer():

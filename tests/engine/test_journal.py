@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from controller.engine import Journal, Scheduler, Table
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tables" / "breaker.yaml"
@@ -42,19 +43,9 @@ transitions:
 """
 
 
-def run_cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "table", "run", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=check,
-    )
-
-
 def test_same_events_give_identical_journals_in_two_processes():
-    a = run_cli(str(EXAMPLE), "--events", str(EVENTS), "--until-ms", "8000")
-    b = run_cli(str(EXAMPLE), "--events", str(EVENTS), "--until-ms", "8000")
+    a = goosectl("table", "run", str(EXAMPLE), "--events", str(EVENTS), "--until-ms", "8000")
+    b = goosectl("table", "run", str(EXAMPLE), "--events", str(EVENTS), "--until-ms", "8000")
     assert a.stdout == b.stdout
     rows = [json.loads(x) for x in a.stdout.splitlines()]
     # the stuck close: the operating-time timer fires at 7000 + 200 ms, between inputs
@@ -121,9 +112,8 @@ def test_sigkill_at_random_points_then_resume(tmp_path, durability):
     # sync commits (and fsyncs) every input; group commits every 5 ms of virtual time
     table, events = _write_worker(tmp_path, 1500 if durability == "sync" else 15000, seed=7)
     ref_db = tmp_path / "ref.sqlite"
-    run_cli(
-        str(table), "--events", str(events), "--journal", str(ref_db), "--durability", durability
-    )
+    journal = ("--journal", str(ref_db), "--durability", durability)
+    goosectl("table", "run", str(table), "--events", str(events), *journal)
     ref_snap, ref_rows = _final(ref_db)
 
     db = tmp_path / "crash.sqlite"

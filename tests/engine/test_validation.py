@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
 from controller.engine import Registry, Table, TableError
 from controller.engine.layers import workflow_spec
+from tests.support.procs import goosectl
 
 from .conftest import BASE, findings
 
@@ -195,11 +193,7 @@ def test_unknown_registry_module(table_file):
 @pytest.mark.parametrize("ok", [True, False])
 def test_table_check_cli(table_file, ok):
     p = table_file(BASE if ok else BASE + "  - {source: a, event: go, target: zz}\n")
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "table", "check", str(p)],
-        capture_output=True,
-        text=True,
-    )
+    r = goosectl("table", "check", str(p), check=False)
     if ok:
         assert r.returncode == 0 and "3 states, 2 events, 2 transitions" in r.stdout
     else:

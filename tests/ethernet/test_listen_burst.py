@@ -73,20 +73,10 @@ def test_without_a_ring_the_loss_is_counted_too(wire, tmp_path) -> None:
 
 
 def test_bad_ring_config_names_the_file_field_and_reason(tmp_path) -> None:
-    import subprocess
-    import sys
-
-    from tests.support.peers import REPO
+    from tests.support.procs import goosectl
 
     cfg = config(tmp_path, "rx_ring:\n  block_kib: 3\n")
-    out = subprocess.run(
-        [sys.executable, "-m", "controller", "listen", "--iface", "lo", "--config", cfg],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-        check=False,
-    )
+    out = goosectl("listen", "--iface", "lo", "--config", cfg, check=False, timeout=60)
     assert out.returncode == 2, out.stderr
     assert cfg in out.stderr and "rx_ring" in out.stderr
     assert "block_kib: 3 is not a power of two" in out.stderr

@@ -15,8 +15,6 @@ from __future__ import annotations
 
 import re
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -25,20 +23,9 @@ from controller.goose.publisher import REPLAY_SRC
 from protocols.ethernet.pcap import read_capture
 from protocols.goose import parse_header
 from tests.gates.rewrite import CILO_APPID, ROWS, frames_of, rewrite, without, write
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def goosectl(*args: str) -> subprocess.CompletedProcess:
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=300,
-    )
-    assert r.returncode == 0, r.stderr
-    return r
 
 
 @pytest.fixture(scope="module")

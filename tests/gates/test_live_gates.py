@@ -18,16 +18,19 @@ import subprocess
 import sys
 import threading
 import time
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from lab.netns import netlab
+from tests.support import procs
 from tests.support.peers import require_iec61850, require_root
 
 pytestmark = pytest.mark.root
 
 REPO = Path(__file__).resolve().parents[2]
+goosectl = partial(procs.goosectl, timeout=60)
 GOCB = "PROT1LD0/LLN0$GO$trip"
 DST = "01:0c:cd:01:00:01"
 
@@ -417,13 +420,3 @@ def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(t
     assert line.startswith("mode=test-blocked,simulation ") and "prot:ok:sim" in line, line
     assert off == "count 0", off
     assert back != "count 0", back
-
-
-def goosectl(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        timeout=60,
-    )

@@ -15,6 +15,7 @@ from protocols.ethernet.rawsock import RawSocket
 from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.lines import Lines
 from tests.support.peers import require_binary, require_iec61850, require_root
+from tests.support.procs import goosectl
 
 pytestmark = pytest.mark.root
 
@@ -257,19 +258,12 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
 def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
     """Root without CAP_NET_RAW (setpriv drops it) is refused with the reason, exit 2."""
     require_root()
-    drop = [
-        require_binary("setpriv", "util-linux"),
-        "--bounding-set=-net_raw",
-        "--inh-caps=-all",
-        sys.executable,
-        "-m",
-        "controller",
-    ]
+    drop = (require_binary("setpriv", "util-linux"), "--bounding-set=-net_raw", "--inh-caps=-all")
     for args in (
         ["listen", "--iface", "lo", "--duration", "1"],
         ["run", "--iface", "lo", "--port", "/dev/null", "--duration", "1"],
     ):
-        r = subprocess.run([*drop, *args], capture_output=True, text=True, timeout=60)
+        r = goosectl(*args, check=False, timeout=60, prefix=drop)
         assert r.returncode == 2, (args, r.stderr)
         assert "needs root or CAP_NET_RAW" in r.stderr
 

@@ -4,26 +4,19 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
 import yaml
 
 from tests.support.peers import CAPTURES, capture_files
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 
 
 def replay_json(capture: Path, *extra: str) -> list[dict]:
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "replay", str(capture), "--json", *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    )
+    r = goosectl("replay", str(capture), "--json", *extra)
     return [json.loads(x) for x in r.stdout.splitlines()]
 
 
@@ -131,28 +124,9 @@ def test_two_replays_give_identical_journals_and_output(tmp_path):
     outs = []
     for k in range(2):
         j, o = tmp_path / f"j{k}.sqlite", tmp_path / f"o{k}.pcap"
-        r = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "controller",
-                "replay",
-                str(CAPTURES / "iti_Sample_File_GOOSE.pcap"),
-                "--config",
-                str(cfg),
-                "--journal",
-                str(j),
-                "--out",
-                str(o),
-                "--quiet",
-                "--loop",
-                "2",
-            ],
-            capture_output=True,
-            text=True,
-            cwd=REPO,
-            check=True,
-        )
+        capture = str(CAPTURES / "iti_Sample_File_GOOSE.pcap")
+        out = ("--journal", str(j), "--out", str(o), "--quiet", "--loop", "2")
+        r = goosectl("replay", capture, "--config", str(cfg), *out)
         con = sqlite3.connect(j)
         dump_text = "\n".join(map(str, con.execute("SELECT * FROM journal ORDER BY seq")))
         con.close()
@@ -164,12 +138,7 @@ def test_two_replays_give_identical_journals_and_output(tmp_path):
 def test_unreadable_capture_exits_2(tmp_path):
     bad = tmp_path / "x.pcap"
     bad.write_bytes(b"nope")
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "replay", str(bad)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = goosectl("replay", str(bad), check=False)
     assert r.returncode == 2 and "magic" in r.stderr
 
 
@@ -178,20 +147,7 @@ def test_bad_config_exits_2_naming_file_key_and_reason(tmp_path):
     cfg.write_text(
         "subscriptions:\n  - gocb_ref: X\n    appid: 70000\n    dst: 01:0c:cd:01:00:00\n"
     )
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "replay",
-            str(CAPTURES / "iti_GOOSE.pcap"),
-            "--config",
-            str(cfg),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = goosectl("replay", str(CAPTURES / "iti_GOOSE.pcap"), "--config", str(cfg), check=False)
     assert r.returncode == 2
     assert f"{cfg}:3: subscriptions.0.appid" in r.stderr and "65535" in r.stderr
 

@@ -13,7 +13,6 @@ import json
 import resource
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
 from controller.engine import Table, TableError
 from controller.engine.loader import LoaderLimits, parse_document
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 PROCEDURES = REPO / "controller" / "agent" / "procedures"
@@ -53,12 +53,13 @@ def _cap_memory() -> None:  # in the child: the old loader took 11 GB; 1 GB is p
 
 
 def _check(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "table", "check", *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd or REPO,
+    return goosectl(
+        "table",
+        "check",
+        *args,
+        check=False,
         timeout=120,  # only bounds a failing run: the old loader never finished
+        cwd=cwd or REPO,
         preexec_fn=_cap_memory,
     )
 

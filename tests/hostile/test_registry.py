@@ -7,12 +7,12 @@ package, or from a folder the user names with `--registry-path DIR`; anything el
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from controller.engine import Table, TableError
+from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,13 +46,7 @@ def _plant(folder: Path, module: str = "neighbour") -> Path:
 
 
 def _check(table: Path, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", "table", "check", str(table), *args],
-        capture_output=True,
-        text=True,
-        cwd=cwd,
-        timeout=120,
-    )
+    return goosectl("table", "check", str(table), *args, check=False, timeout=120, cwd=cwd)
 
 
 def test_check_never_imports_a_module_next_to_the_table(tmp_path):

@@ -3,22 +3,11 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
+from tests.support.procs import goosectl
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def goosectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=check,
-        timeout=300,
-    )
 
 
 def test_demo_over_a_real_pty_yields_the_scenario(tmp_path):

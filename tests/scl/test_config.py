@@ -4,8 +4,6 @@ overlay adds is added, every mistake names the file, the line, the key and the r
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 
 import pytest
 
@@ -14,6 +12,7 @@ from controller.config.goose import GooseConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
 from tests.support.peers import REPO, SCL
+from tests.support.procs import goosectl
 
 SCD = REPO / "examples" / "scl" / "bay1.scd"
 OVERLAY = REPO / "examples" / "scl" / "bay1.yaml"
@@ -129,11 +128,6 @@ def test_a_file_with_one_ied_needs_no_ied(tmp_path):
 
 
 def test_cli_errors_exit_2_naming_the_ieds():
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "demo", "--in-memory", "--config", str(SCD)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = goosectl("demo", "--in-memory", "--config", str(SCD), check=False)
     assert r.returncode == 2
     assert "which IED? give --ied NAME (IEDs: PROT1, BAY2, SCADA1, GCTL1)" in r.stderr

@@ -2,30 +2,12 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 from tests.support.peers import REPO
+from tests.support.procs import goosectl
 
 
 def demo(tmp_path, name: str, *args: str) -> list[str]:
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "demo",
-            "--in-memory",
-            "--out",
-            str(tmp_path / name),
-            *args,
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-        timeout=300,
-    )
+    r = goosectl("demo", "--in-memory", "--out", str(tmp_path / name), *args)
     return [x for x in r.stdout.splitlines() if " s  " in x or x.startswith("Frames in")]
 
 

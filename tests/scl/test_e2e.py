@@ -5,8 +5,6 @@ check finding a deliberately wrong APPID, confRev and member type."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import yaml
@@ -17,22 +15,12 @@ from controller.goose.hub import GooseHub
 from protocols.ethernet.pcap import PcapWriter
 from protocols.goose import Boolean, Quality
 from tests.support.peers import REPO
+from tests.support.procs import goosectl
 
 SCD = REPO / "examples" / "scl" / "bay1.scd"
 S = 1_000_000_000
 T0 = 1_800_000_000 * S
 PROT, CILO, SCADA = "PROT1LD0/LLN0$GO$trip", "BAY2LD0/LLN0$GO$cilo", "SCADA1LD0/LLN0$GO$cmd"
-
-
-def goosectl(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=check,
-        timeout=300,
-    )
 
 
 def scl_config(tmp: Path, ied: str) -> Path:

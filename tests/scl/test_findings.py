@@ -4,13 +4,11 @@ the file is still read. Unreadable or unsafe XML is one clear error with its lin
 from __future__ import annotations
 
 import io
-import subprocess
-import sys
 
 import pytest
 
 from protocols.scl import SclError, load_scl, parse_scl
-from tests.support.peers import REPO
+from tests.support.procs import goosectl
 
 NS = 'xmlns="http://www.iec.ch/61850/2003/SCL"'
 
@@ -225,12 +223,7 @@ def test_unsafe_or_broken_xml_is_one_error_with_a_line(doc, why, tmp_path):
     with pytest.raises(SclError) as exc:
         load_scl(p)
     assert why in str(exc.value) and str(exc.value).startswith(f"{p}:")
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "scl", "show", str(p)],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = goosectl("scl", "show", str(p), check=False)
     assert r.returncode == 2 and why in r.stderr and "Traceback" not in r.stderr
 
 

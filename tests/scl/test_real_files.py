@@ -10,20 +10,13 @@ through its LN's lnType, DO type and DA bType, subscriptions from the bound ExtR
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
-from tests.support.peers import REPO, SCL
+from tests.support.peers import SCL
+from tests.support.procs import goosectl
 
 
 def show_json(path, *extra: str) -> tuple[dict, str]:
-    r = subprocess.run(
-        [sys.executable, "-m", "controller", "scl", "show", str(path), "--json", *extra],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
-    )
+    r = goosectl("scl", "show", str(path), "--json", *extra)
     return json.loads(r.stdout), r.stderr
 
 
@@ -180,41 +173,14 @@ def test_valid_2007b4_file_gives_addresses_ed1_bindings_and_no_data_set():
 def test_show_one_ied_and_an_unknown_one(tmp_path):
     got, _ = show_json(SCL / "valid2007B4.scd", "--ied", "IED2")
     assert [i["name"] for i in got["ieds"]] == ["IED2"]
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "scl",
-            "show",
-            str(SCL / "valid2007B4.scd"),
-            "--ied",
-            "NOPE",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-    )
+    r = goosectl("scl", "show", str(SCL / "valid2007B4.scd"), "--ied", "NOPE", check=False)
     assert r.returncode == 2
     assert 'no IED "NOPE"' in r.stderr and "IED1, IED2, IED3" in r.stderr
 
 
 def test_text_view_names_bindings_and_unbound_inputs():
-    r = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "controller",
-            "scl",
-            "show",
-            str(SCL / "LaterBindingGOOSE2007B4.scd"),
-            "--ied",
-            "GOOSE_Subscriber",
-        ],
-        capture_output=True,
-        text=True,
-        cwd=REPO,
-        check=True,
+    r = goosectl(
+        "scl", "show", str(SCL / "LaterBindingGOOSE2007B4.scd"), "--ied", "GOOSE_Subscriber"
     )
     out = r.stdout
     # the two later-binding ExtRefs of CSWI1 with their restrictions, and CILO1's placeholder

@@ -1,5 +1,6 @@
-"""goosectl's processes, started for a test the way an operator starts them: the breaker
-simulator (`goosectl sim`) and the controller without networks (`goosectl run --no-network`).
+"""goosectl's processes, started for a test the way an operator starts them: a command run
+to completion (`goosectl(...)`), the breaker simulator (`goosectl sim`) and the controller
+without networks (`goosectl run --no-network`).
 
 One place for what every such test repeated: the interpreter and module to run, the
 working folder, the pipes, the first line that says the process is ready (the simulator's
@@ -24,6 +25,30 @@ from tests.support.peers import REPO
 def goosectl_argv(*args: str) -> list[str]:
     """The command line of `goosectl ARGS` from this checkout (`python -m controller`)."""
     return [sys.executable, "-m", "controller", *args]
+
+
+def goosectl(
+    *args: str,
+    check: bool = True,
+    timeout: float = 300,
+    prefix: tuple[str, ...] = (),
+    **run: Any,
+) -> subprocess.CompletedProcess:
+    """`goosectl ARGS` from this checkout, run to completion, its output captured (text
+    unless `text=False`), in the checkout unless `cwd` is given. `prefix` runs it under
+    another command (one that drops capabilities); `run` goes to subprocess.run (`env`,
+    `input`, `preexec_fn`). With `check`, an exit status other than 0 fails the test
+    with the command line, the status, stdout and stderr: the failure says why."""
+    run.setdefault("cwd", REPO)
+    run.setdefault("text", True)
+    argv = [*prefix, *goosectl_argv(*args)]
+    done = subprocess.run(argv, capture_output=True, timeout=timeout, check=False, **run)
+    if check and done.returncode != 0:
+        raise AssertionError(
+            f"{' '.join(map(str, argv))}\nexited {done.returncode}"
+            f"\n--- stdout\n{done.stdout}\n--- stderr\n{done.stderr}"
+        )
+    return done
 
 
 class Sim:
