@@ -9,15 +9,16 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
+from tests.support import procs
 from tests.support.lines import Lines
 from tests.support.procs import Sim, start_run
 
@@ -55,15 +56,7 @@ steps:
 """
 
 
-def goosectl(*args: str, **kw: Any) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "controller", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=kw.pop("timeout", 60),
-        **kw,
-    )
+goosectl = partial(procs.goosectl, timeout=60)
 
 
 class Controller:
