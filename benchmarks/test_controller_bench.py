@@ -101,7 +101,7 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
     n = 1000 if short else 5000  # a p99 needs >= 1,000 samples (one in a hundred is the tail)
     with contextlib.ExitStack() as host:
         if idle_poll:
-            host.callback(CpuLatency(0).close)
+            host.callback(CpuLatency(0).release)
         with WireFloor() as wf:
             echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
         lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))

@@ -231,16 +231,18 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
-    held_latency = None
+    latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError
 
         try:
-            held_latency = CpuLatency(args.cpu_latency_us)
+            # held like the locks: given back by abandon() or when the loop ends
+            held.append(CpuLatency(args.cpu_latency_us))
         except RealtimeError as exc:
             live.live.close()
             abandon()
             raise CommandError(str(exc)) from exc
+        latency_note = f"cpu wake-up latency {args.cpu_latency_us} us"
     if args.realtime or args.cpu is not None:
         from controller.shell.realtime import Realtime, RealtimeError, apply
 
@@ -248,8 +250,6 @@ def run(args: argparse.Namespace) -> int:
             rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
             applied = apply(rt)
         except RealtimeError as exc:
-            if held_latency is not None:
-                held_latency.close()
             live.live.close()
             abandon()
             raise CommandError(f"--realtime: {exc}") from exc
@@ -257,9 +257,8 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = ", ".join(applied)
     else:
         realtime_note = None
-    if held_latency is not None:
-        note = f"cpu wake-up latency {held_latency.us} us"
-        realtime_note = f"{realtime_note}, {note}" if realtime_note else note
+    if latency_note is not None:
+        realtime_note = f"{realtime_note}, {latency_note}" if realtime_note else latency_note
     stderr = LinePump(sys.stderr)  # never blocks the loop
     if args.realtime:  # the pump's thread inherited the loop's priority: one below it
         from controller.shell.realtime import helper_threads
@@ -270,8 +269,6 @@ def run(args: argparse.Namespace) -> int:
     live.live.on_round.append(journals.watch(live.status))
     why = live.open_port()
     if why is not None:
-        if held_latency is not None:
-            held_latency.close()
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
@@ -312,8 +309,6 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.run(until)
     finally:
-        if held_latency is not None:
-            held_latency.close()
         control.close()
         journals.close()
         logs.unroute()

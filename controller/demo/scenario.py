@@ -31,6 +31,7 @@ copy of the protection stream for a moment. The script:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from controller.config.goose import GooseConfig
 from controller.goose.effects import SendFrame
@@ -86,28 +87,34 @@ def _pub(
     }
 
 
+_FALSE = {"type": "boolean", "value": False}
+_TRUE = {"type": "boolean", "value": True}
+_GOOD = {"type": "bit-string", "value": "0000000000000"}
+
+
+def _prot(vlan_id: int, name: str, **kw: Any) -> dict:
+    """The protection IED's stream (trip, quality) on the VLAN of one network."""
+    return _pub(
+        PROT,
+        0x1001,
+        "01:0c:cd:01:00:01",
+        ["boolean", "bit-string/13"],
+        [_FALSE, _GOOD],
+        vlan={"id": vlan_id, "priority": 6},
+        name=name,
+        **kw,
+    )
+
+
 def publishers_config() -> GooseConfig:
-    q = {"type": "bit-string", "value": "0000000000000"}
-    f = {"type": "boolean", "value": False}
-    t = {"type": "boolean", "value": True}
     return GooseConfig.model_validate(
         {
             "publishers": [
                 # the protection IED's one stream, sent on both networks (A/B by VLAN)
-                *(
-                    _pub(
-                        PROT,
-                        0x1001,
-                        "01:0c:cd:01:00:01",
-                        ["boolean", "bit-string/13"],
-                        [f, q],
-                        vlan={"id": vid, "priority": 6},
-                        name=f"prot-{side}",
-                    )
-                    for side, vid in (("A", VLAN_A), ("B", VLAN_B))
-                ),
-                _pub(CILO, 0x1002, "01:0c:cd:01:00:02", ["boolean"], [t]),
-                _pub(SCADA, 0x1003, "01:0c:cd:01:00:03", ["boolean"], [f]),
+                _prot(VLAN_A, "prot-A"),
+                _prot(VLAN_B, "prot-B"),
+                _pub(CILO, 0x1002, "01:0c:cd:01:00:02", ["boolean"], [_TRUE]),
+                _pub(SCADA, 0x1003, "01:0c:cd:01:00:03", ["boolean"], [_FALSE]),
             ]
         }
     )
@@ -116,24 +123,8 @@ def publishers_config() -> GooseConfig:
 def test_set_config() -> GooseConfig:
     """A test set simulating the protection IED (LPHD.Sim): the same stream, `simulation`
     TRUE and the S-bit set, from its own MAC, on network A."""
-    q = {"type": "bit-string", "value": "0000000000000"}
-    f = {"type": "boolean", "value": False}
     return GooseConfig.model_validate(
-        {
-            "publishers": [
-                _pub(
-                    PROT,
-                    0x1001,
-                    "01:0c:cd:01:00:01",
-                    ["boolean", "bit-string/13"],
-                    [f, q],
-                    vlan={"id": VLAN_A, "priority": 6},
-                    name="prot-sim",
-                    src=TEST_SET_SRC,
-                    simulation=True,
-                )
-            ]
-        }
+        {"publishers": [_prot(VLAN_A, "prot-sim", src=TEST_SET_SRC, simulation=True)]}
     )
 
 

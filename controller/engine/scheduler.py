@@ -166,7 +166,7 @@ class Scheduler:
         self.machines[machine.id] = machine
         self._enter()
         try:
-            self._count(machine.id, "__start__")
+            self.guard.step(machine.id, "__start__")
             step = machine.start(now_ns)
             self._handle(machine, step, now_ns)
             if self._queue and self._depth == 1:
@@ -212,7 +212,7 @@ class Scheduler:
     ) -> Step:
         """Deliver `event` now, after firing the timers due before it; returns its step.
         Events the step's handlers send are delivered before an outside input returns."""
-        # the guard's bracket and count inlined (`_enter`, `_count`): this is the hot path
+        # the guard's bracket and count inlined (`_enter`, `Guard.step`): this is the hot path
         g = self.guard
         d = g.depth
         if not d:
@@ -274,12 +274,6 @@ class Scheduler:
         self._depth -= 1
         if not self._depth:
             self._queue.clear()  # left over only when a step raised
-
-    def _count(self, machine_id: str, event: str) -> None:
-        g = self.guard
-        g.count += 1
-        if g.count > g.watch:
-            g.near(machine_id, event)
 
     def _fire(self, now_ns: int) -> list[tuple[Machine, Step]]:
         fired = []

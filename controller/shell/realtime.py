@@ -136,12 +136,11 @@ class CpuLatency:
     """Holds the host's CPU wake-up latency limit at `us` microseconds while open.
 
     The kernel keeps the lowest limit any open holder asked for and drops this one when the
-    file is closed (by `close` or by the process ending), so nothing outlives `run`."""
+    file is closed (by `release` or by the process ending), so nothing outlives `run`."""
 
     def __init__(self, us: int, device: Path = CPU_DMA_LATENCY) -> None:
         if not 0 <= us <= 2_000_000_000:
             raise RealtimeError(f"--cpu-latency-us {us}: not between 0 and 2,000,000,000")
-        self.us = us
         try:
             self._fd: int | None = os.open(device, os.O_WRONLY | os.O_CLOEXEC)
         except FileNotFoundError:
@@ -152,7 +151,8 @@ class CpuLatency:
             raise RealtimeError(f"--cpu-latency-us: {device} is root's: needs root") from None
         os.write(self._fd, _S32.pack(us))
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Give the limit back (as `run` releases its locks)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
