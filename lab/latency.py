@@ -12,6 +12,12 @@ collection that lands on the frame path is part of the tail) after a collect and
 the bay journals every transition through `LiveJournals`, the very journal and writer
 thread `run` uses; the loop's group flush (a queue append) runs after the effects, where
 the live loop runs it.
+
+`idle_s`: how long the controller sits idle (asleep, as the live loop sleeps in `select`)
+before each timed trip. Back to back (0) the trip path is in the CPU's caches from the
+previous sample; a real trip comes after quiet, and on a shared host the caches are not
+ours while we sleep: measured here, the same trip takes 1.3x as long after 1 ms idle, 2.5x
+after 5 ms and 4.5x after 20 ms. The wire benchmark's peer waits 5 ms between trips.
 """
 
 from __future__ import annotations
@@ -44,7 +50,10 @@ class Samples:
 
 
 class TripBench:
-    def __init__(self, config: Path = DEFAULT_CONFIG, journal: Path | None = None) -> None:
+    def __init__(
+        self, config: Path = DEFAULT_CONFIG, journal: Path | None = None, idle_s: float = 0.0
+    ) -> None:
+        self.idle_s = idle_s
         cfg = load_config(config, ControllerConfig)
         self._switch_interval = sys.getswitchinterval()  # LiveJournals lowers it, as run does
         self.journals = LiveJournals(journal, None) if journal is not None else None
@@ -131,6 +140,8 @@ class TripBench:
             now = self.wire.now_ns
             frame = self._trip_frame(True, now)
             self.marks.clear()
+            if self.idle_s:
+                time.sleep(self.idle_s)
             t0 = clock()
             self.bay.frame(frame, "A", now)
             t1 = clock()

@@ -221,7 +221,8 @@ class Machine:
         for r in items:
             t = type(r)
             if t is dict:
-                ctx = apply_updates(ctx, r, self.table.reducers, f"{self.id}: an action")
+                table = self.table
+                ctx = apply_updates(ctx, r, table.reducers, self._who, table.plain)
                 view = MappingProxyType(ctx)
             elif isinstance(r, Effect):
                 effects.append(r)
@@ -239,6 +240,9 @@ class Machine:
                     "updates, an Effect, a Raise or a list of them"
                 )
         return ctx, view, queue
+
+    def _who(self) -> str:
+        return f"{self.id}: an action"
 
     def _unhandled(self, state: str, event: str, reason: str, step: Step) -> Step:
         if not self.table.ignore_unhandled:

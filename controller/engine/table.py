@@ -96,6 +96,8 @@ class Table:
         self.reducers: dict[str, ReducerFn] = {
             k: REDUCERS[f.reducer] for k, f in spec.context.items()
         }
+        #: fields written by plain replacement (`apply_updates` merges those in one go)
+        self.plain = frozenset(k for k, f in spec.context.items() if f.reducer == "replace")
         self._bound = bound
         self._timers_by_state: dict[str, list[TimerSpec]] = {}
         for tm in spec.timers:

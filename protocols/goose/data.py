@@ -281,7 +281,7 @@ def _shape(value: object) -> object:
     # exact types, not isinstance: a subclass is not the same shape
     if kind is Structure or kind is Array:
         seq = cast("Structure | Array", value)
-        return (seq.type_name, tuple(_shape(v) for v in seq.items))
+        return (seq.type_name, tuple(map(_shape, seq.items)))
     if kind is BitString or kind is BooleanArray:
         bits = cast("BitString | BooleanArray", value)
         return f"{bits.type_name}/{len(bits)}"
@@ -300,7 +300,7 @@ def data_shape(all_data: tuple[Data, ...] | list[Data]) -> tuple[object, ...]:
     ``floating-point/32``) because that is part of the type; structures and arrays are
     ``(name, (member shapes...))``. String lengths and integer widths are values, not shape.
     """
-    return tuple(_shape(v) for v in all_data)
+    return tuple(map(_shape, all_data))  # map: no generator frame per data set
 
 
 # --- IEC 61850-7-3 helpers ------------------------------------------------------------
