@@ -121,8 +121,14 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
             trip.close()
     # the controller's own view (socket read -> effects out, every frame it handled): tells
     # a slow trip inside goosectl from one lost to scheduling outside it
-    inside = json.loads(trip.controller_report or "{}").get("frame_latency_us", {})
+    report = json.loads(trip.controller_report or "{}")
+    inside = report.get("frame_latency_us", {})
     benchmark.extra_info["controller_frame_latency_us"] = inside
+    # frame read -> the command's bytes taken by the device's port (TRIPs and the lab's
+    # CLOSEs), written from inside the frame's handling (`BayController.urgent`)
+    device = report.get("frame_to_device_us", {})
+    benchmark.extra_info["controller_frame_to_device_us"] = device
+    assert device.get("n", 0) >= n, f"every trip writes TRIP to the device: {report}"
     name = (
         "wire: trip sent -> trip-ack received"
         + (f" (+50 streams, {load_fps} frames/s)" if load_fps else "")
@@ -139,7 +145,8 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
     numbers = (
         f"{name}: p50 {res.p50:.0f} us, p99 {res.p99:.0f} us, max {res.max:.0f} us (n {res.n}); "
         f"raw echo p50 {echo.p50:.0f} us ({res.p50 / echo.p50:.1f}x), libiec61850 ping-pong "
-        f"p50 {lib.p50:.0f} us ({res.p50 / lib.p50:.1f}x); goosectl's own: {inside}"
+        f"p50 {lib.p50:.0f} us ({res.p50 / lib.p50:.1f}x); goosectl's own: {inside}; "
+        f"frame read -> device command written: {device}"
     )
     assert res.p99 < HARD_LIMIT_US, numbers
     check_budget(

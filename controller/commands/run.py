@@ -328,6 +328,7 @@ def run(args: argparse.Namespace) -> int:
                 "counters": dict(live.status.counts),
                 "frame_latency_us": percentiles(list(live.live.latencies)),
                 "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
+                "frame_to_device_us": percentiles(list(live.device_latencies)),
                 "goose": bay.hub.counters(),
                 "journal": journals.report(),
                 "stderr": stderr.status(),

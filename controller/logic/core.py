@@ -20,6 +20,7 @@ device and whether anything is published.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from functools import cache
 from typing import Any
 
@@ -87,6 +88,13 @@ class BayController:
             self.pubs_by_topic.setdefault(pub.topic, []).append(pub)
         self.frames: list[SendFrame] = []
         self.reports: list[Any] = []
+        #: told the moment a device command or a GOOSE frame is ready to leave, while the
+        #: input that caused it is still being handled (the input machine's store, the
+        #: settle loop, the reports come after): the live shell writes the TRIP and sends
+        #: the trip-acknowledged frame then, bookkeeping after. The core does no I/O; it
+        #: only says that outputs wait (`take_output`, `take_frames`). None: outputs are
+        #: taken when the input returns, as replay and the demo do.
+        self.urgent: Callable[[], None] | None = None
         self._now = now_ns
         # every interlock blocks until its input has delivered a valid value
         interlocks = {r.interlock: NO_DATA for r in self.inputs.all if r.interlock is not None}
@@ -354,6 +362,8 @@ class BayController:
         t = type(e)
         if t is SendFrame:
             self.frames.append(e)
+            if self.urgent is not None:
+                self.urgent()
         elif t is FrameClassified:
             self.reports.append(e)
             for obs in self.observers:
@@ -388,6 +398,8 @@ class BayController:
             else:
                 self.reports.append(e)
                 self.link.send_command(e.command, now_ns)
+                if self.urgent is not None:
+                    self.urgent()
         elif t is PublishTopic:
             self.reports.append(e)
             test = self.mode.state in TEST_STATES

@@ -22,6 +22,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -173,6 +174,8 @@ class LiveGoose:
         self.idle_gc = False
         self._gc_rounds = 0
         self.last_latency_ns: int | None = None
+        #: when the frame being handled was read (monotonic ns); None between frames
+        self.t_in: int | None = None
         #: every frame's handling time (ns), the last 100,000 (status view, reports)
         self.latencies: deque[int] = deque(maxlen=100_000)
         #: for each frame that made the controller send something: from the kernel's
@@ -275,10 +278,37 @@ class LiveGoose:
             more.extend(self.execute(more, now_ns))
         return more
 
+    def send_early(self, frames: list[SendFrame]) -> list[SendFrame]:
+        """Send `frames` now, from inside the input that made them (a trip's acknowledgement,
+        before the input's bookkeeping); returns them with the sides still to send, for the
+        `execute` after the input. Only what goes out cleanly is sent here: a side that is
+        down, holds refused frames, or fails now is left, with every later frame on it, to
+        that `execute`, which keeps the order and does the failover (never from inside an
+        input)."""
+        skip: set[str] = set(self._held) | self.down
+        out: list[SendFrame] = []
+        for e in frames:
+            left: list[str] = []
+            for side in e.sides:
+                sock = self.socks.get(side)
+                if sock is None or side in skip:
+                    left.append(side)
+                    continue
+                try:
+                    sock.send(e.data)
+                except (TxQueueFullError, LinkDownError, RawSocketError, OSError):
+                    skip.add(side)
+                    left.append(side)
+                    continue
+                self.sent += 1
+            out.append(e if len(left) == len(e.sides) else replace(e, sides=tuple(left)))
+        return out
+
     def execute(self, effects: list[Any], now_ns: int) -> list[Any]:
         """Send what must be sent; a failed side is reported to the hub (failover). A send
         the kernel refuses (ENOBUFS, EAGAIN: its queue is full, the link is not down) is
-        counted and held for `retry_held`; frames behind it on that side wait their turn."""
+        counted and held for `retry_held`; frames behind it on that side wait their turn.
+        A frame `send_early` sent comes here with the sides it has left."""
         more: list[Any] = []
         held = self._held
         for e in effects:
@@ -374,10 +404,12 @@ class LiveGoose:
                     tag = rx.vlan
                     vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
                     sent_before = self.sent
+                    self.t_in = t_in
                     try:
                         out = hub.frame(rx.frame, side, t_in, vlan)
                     except Exception as exc:
                         out = self._failed(exc, number + 1)
+                    self.t_in = None
                     for hook in self.on_output:
                         hook(t_in)
                     if out:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -31,8 +31,14 @@ class BayGooseCore:
         self.runner = bay.runner
         #: what owns the deadlines: the bay, or the bay with the agent layer (AgentBay)
         self.endpoint: SerialEndpoint = endpoint or bay
+        #: frames sent while their input was being handled (`BayLive._urgent`), with the
+        #: sides they still need: returned with the input's other outputs
+        self.early: list[SendFrame] = []
 
     def _out(self) -> list[Any]:
+        if self.early:
+            early, self.early = self.early, []
+            return [*early, *self.bay.take_frames(), *self.bay.take_reports()]
         return [*self.bay.take_frames(), *self.bay.take_reports()]
 
     def start(self, now_ns: int, utc_ns: int) -> list[Any]:
@@ -215,6 +221,21 @@ class BayLive:
         self._fd: int | None = None
         self.live.on_output.append(self.serial.write_pending)
         self.live.on_round.append(self._serial_round)
+        #: for each frame that made the controller write to the device: ns from the frame
+        #: read to the command's bytes taken by the port, the last 100,000 (the stop report)
+        self.device_latencies: deque[int] = deque(maxlen=100_000)
+        bay.urgent = self._urgent
+
+    def _urgent(self) -> None:
+        """A command or a frame is ready while its input is still being handled: the TRIP
+        to the port first, then the frames, then the core goes on with its bookkeeping."""
+        wrote = self.serial.write_early()
+        frames = self.bay.take_frames()
+        if frames:
+            self.core.early.extend(self.live.send_early(frames))
+        t_in = self.live.t_in
+        if wrote and t_in is not None:
+            self.device_latencies.append(time.monotonic_ns() - t_in)
 
     def _serial_round(self, now: int) -> None:
         serial, live = self.serial, self.live

@@ -168,6 +168,25 @@ class SerialLink:
         """Write what the core has for the port now, before anything else (a TRIP)."""
         self._flush(self._now(now_ns))
 
+    def write_early(self) -> int:
+        """Write what the core has for the port now, from inside an input (`BayController.
+        urgent`: a TRIP while the frame that caused it is still being handled). Bytes only:
+        a port that fails or takes nothing keeps them for `write_pending` after the input,
+        which handles the error, the stall and the events as always (nothing re-enters the
+        core from here). Returns the bytes written."""
+        out = self.core.take_output()
+        if out:
+            self.unsent += out
+        if self.port is None or not self.unsent:
+            return 0
+        try:
+            n = write_now(self.port, bytes(self.unsent))
+        except PORT_ERRORS:
+            return 0
+        del self.unsent[:n]
+        self.bytes_out += n
+        return n
+
     def _flush(self, now: int) -> None:
         out = self.core.take_output()
         if self.port is not None and (out or self.unsent):

@@ -194,6 +194,7 @@ def values(value, q):
 # their retransmissions): [publisher, current values, last sent]
 ieds = {"trip": [Publisher(iface, **common), values(False, "good"), 0.0]}
 seen, counted = {}, 0
+frames = []  # (gocbRef, stNum, sqNum) of every controller frame, in arrival order
 
 def send(effects):
     for e in effects:
@@ -222,6 +223,8 @@ def command(words):
         return f"count {n}"
     elif words[0] == "seen":
         return repr(seen)
+    elif words[0] == "frames":
+        return repr(frames)
     return "ok"
 
 send(hub.start(time.monotonic_ns(), time.time_ns()))
@@ -240,6 +243,7 @@ while True:
         h = parse_header(f.frame)
         if h.gocb_ref.startswith("GCTL1"):
             seen[(h.src.hex(), h.t.quality)] = seen.get((h.src.hex(), h.t.quality), 0) + 1
+            frames.append((h.gocb_ref, h.st_num, h.sq_num))
     if select.select([sys.stdin], [], [], 0.001)[0]:
         line = sys.stdin.readline()
         if not line:
@@ -358,6 +362,7 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
             ctl.wait("open the breaker", lambda: ctl.bay.bay.state == "open")
             status = goosectl("status", "--json", "--control", str(sock))
             seen = eval(ied("seen", 0))  # the peer's own repr of what it received
+            frames = eval(ied("frames", 0))
             ied.close()
         finally:
             ctl.close()
@@ -379,6 +384,12 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
     # the controller's frames: from its interface's MAC, `t` saying what the clock is worth
     assert {src for src, _ in seen} == {ctl_mac}, seen
     assert {q for _, q in seen} == {host_time_quality()}
+    # the trip-ack left from inside the trip's handling (`BayController.urgent`) and the
+    # TRIP was written to the device there; nothing went out twice for it
+    acks = [f for f in frames if f[0].endswith("tripack") and f[2] == 0]
+    assert acks, frames  # the trip's new state
+    assert len(frames) == len(set(frames)), [f for f in frames if frames.count(f) > 1]
+    assert len(ctl.live.device_latencies) >= 2  # the close and the trip
 
 
 def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(tmp_path):
