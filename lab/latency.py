@@ -16,8 +16,8 @@ the live loop runs it.
 `idle_s`: how long the controller sits idle (asleep, as the live loop sleeps in `select`)
 before each timed trip. Back to back (0) the trip path is in the CPU's caches from the
 previous sample; a real trip comes after quiet, and on a shared host the caches are not
-ours while we sleep: measured here, the same trip takes 1.3x as long after 1 ms idle, 2.5x
-after 5 ms and 4.5x after 20 ms. The wire benchmark's peer waits 5 ms between trips.
+ours while we sleep: measured here, the same trip takes about 2x as long after 1 ms asleep,
+3-4x after 5 ms and 5x after 20 ms. The wire benchmark's peer waits 5 ms between trips.
 """
 
 from __future__ import annotations

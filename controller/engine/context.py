@@ -68,26 +68,24 @@ def apply_updates(
     ctx: dict[str, Any],
     updates: Mapping[str, Any],
     reducers: Mapping[str, ReducerFn],
-    who: str | Callable[[], str],
+    who: str,
     plain: frozenset[str] = frozenset(),
 ) -> dict[str, Any]:
-    """A new context with `updates` folded in through each field's reducer.
+    """A new context with `updates` folded in through each field's reducer; `who` names
+    the writer in an error.
 
     `plain`: the fields whose reducer is `replace`. Updates that touch only those (most
     do: a stream's accepted frame writes nine of them) are one C-level merge, not a
-    reducer call per field; on the trip path that is a fifth of the engine's own work.
-    `who` (or a function giving it, so the hot path builds no string) names the writer
-    in an error."""
+    reducer call per field (on the trip path, 22 of its 276 Python calls)."""
     if updates.keys() <= plain:
         return {**ctx, **updates}
     new = dict(ctx)
     for k, v in updates.items():
         fn = reducers.get(k)
         if fn is None:
-            name = who() if callable(who) else who
             if k in RESERVED_FIELDS:
-                raise ContextError(f"{name} may not write reserved field {k!r}")
-            raise ContextError(f"{name} wrote undeclared context field {k!r}")
+                raise ContextError(f"{who} may not write reserved field {k!r}")
+            raise ContextError(f"{who} wrote undeclared context field {k!r}")
         new[k] = fn(new.get(k), v)
     return new
 

@@ -81,6 +81,7 @@ class Machine:
         "_ctx",
         "_rows",
         "_view",
+        "_writer",
         "ctx_fields",
         "id",
         "ignored",
@@ -93,6 +94,8 @@ class Machine:
     def __init__(self, table: Table, machine_id: str, context: dict[str, Any]) -> None:
         self.table = table
         self.id = machine_id
+        #: who writes the context, for an error (built once, not on every update)
+        self._writer = f"{machine_id}: an action"
         self.state = table.initial
         self._rows = table.rows[self.state]
         self._ctx = initial_context(table.spec.context, context)
@@ -222,7 +225,7 @@ class Machine:
             t = type(r)
             if t is dict:
                 table = self.table
-                ctx = apply_updates(ctx, r, table.reducers, self._who, table.plain)
+                ctx = apply_updates(ctx, r, table.reducers, self._writer, table.plain)
                 view = MappingProxyType(ctx)
             elif isinstance(r, Effect):
                 effects.append(r)
@@ -240,9 +243,6 @@ class Machine:
                     "updates, an Effect, a Raise or a list of them"
                 )
         return ctx, view, queue
-
-    def _who(self) -> str:
-        return f"{self.id}: an action"
 
     def _unhandled(self, state: str, event: str, reason: str, step: Step) -> Step:
         if not self.table.ignore_unhandled:

@@ -173,11 +173,14 @@ class SerialLink:
         urgent`: a TRIP while the frame that caused it is still being handled). Bytes only:
         a port that fails or takes nothing keeps them for `write_pending` after the input,
         which handles the error, the stall and the events as always (nothing re-enters the
-        core from here). Returns the bytes written."""
+        core from here). Returns the bytes written. Without a port the bytes stay with the
+        core, for `write_pending` to treat as it always has."""
+        if self.port is None:
+            return 0
         out = self.core.take_output()
         if out:
             self.unsent += out
-        if self.port is None or not self.unsent:
+        if not self.unsent:
             return 0
         try:
             n = write_now(self.port, bytes(self.unsent))
