@@ -1,0 +1,175 @@
+"""The trip path's work, counted instead of timed: CPU instructions of one trip call (trip
+frame bytes in -> TRIP bytes for the device and the trip-acknowledged frame built), by
+valgrind's callgrind.
+
+Why: on a shared host a 10 % change to the trip path hides in the timing noise (the same
+code's in-process p50 moved between 88 and 165 us from one run to the next on 1 Dec 2026,
+its wire p50 between 367 and 467 us from one day to the next); an instruction count is the
+same on every run to within about 1 %, so it judges a change to the hot path where the
+clock cannot. It is not a latency: the same instructions take several times as long on
+cold caches (README, performance).
+
+How: the `lab.latency.TripBench` bay (virtual wire, the breaker re-closed between trips,
+no journal), each measured call made from inside libc's `qsort` through a ctypes callback,
+and callgrind collecting only inside `qsort_r`, where `qsort` compares (`--toggle-collect`):
+a libc symbol is there on any interpreter, stripped or not. A second run brackets a call
+that does nothing the same way; the difference per call is the trip's. PYTHONHASHSEED is
+fixed so dict and set layouts, and with them the count, repeat.
+
+`python -m lab.trip_work N` prints instructions per trip (valgrind must be installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+
+#: the libc function every measured call is made from (`qsort`, which sorts in `qsort_r`:
+#: callgrind's bracket is the inner one, which it attributes the comparison to)
+BRACKET = "qsort_r"
+_COLLECTED = re.compile(r"Collected\s*:\s*([\d,]+)")
+
+
+class TripWorkError(RuntimeError):
+    """valgrind is missing or counted nothing (what and why in the message)."""
+
+
+@dataclass(frozen=True)
+class TripWork:
+    trips: int
+    #: instructions of one trip call, the bracket's own subtracted
+    per_trip: int
+    #: instructions of the bracket around a call that does nothing
+    bracket: int
+    python: str
+
+    def as_dict(self) -> dict[str, object]:
+        return {
+            "trips": self.trips,
+            "per_trip": self.per_trip,
+            "bracket": self.bracket,
+            "python": self.python,
+        }
+
+
+def _bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
+    """`call(fn)`: run `fn` from inside libc's sort (two elements: one comparison)."""
+    cmp_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    job: list[Callable[[], object]] = []
+
+    def compare(_a: object, _b: object) -> int:
+        job[0]()
+        return 0
+
+    callback = cmp_type(compare)
+    pair = (ctypes.c_int * 2)(0, 0)
+    size = ctypes.sizeof(ctypes.c_int)
+    qsort = libc.qsort
+
+    def call(fn: Callable[[], object]) -> None:
+        job[:] = [fn]
+        qsort(pair, 2, size, callback)
+
+    return call
+
+
+def child(trips: int, noop: bool) -> None:
+    """The process valgrind runs: `trips` bracketed calls, trips or no-ops."""
+    from lab.latency import MS, TripBench
+
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    call = _bracketed(libc)
+    bench = TripBench()
+    try:
+        bench.sample(3, warmup=0)  # the path's first calls (imports, specialisation) unseen
+        for _ in range(trips):
+            bench._reclose()
+            now = bench.wire.now_ns
+            frame = bench._trip_frame(True, now)
+            trip = partial(bench.bay.frame, frame, "A", now)
+            if noop:
+                call(lambda: None)
+                trip()  # unbracketed: the breaker must still open
+            else:
+                call(trip)
+            bench._run_until(now + 100 * MS)
+            if bench.bay.bay.state != "open":
+                raise RuntimeError(f"breaker did not open: bay is {bench.bay.bay.state}")
+    finally:
+        bench.close()
+
+
+def _collected(trips: int, noop: bool, python: str) -> int:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise TripWorkError("valgrind is not installed (Debian package valgrind)")
+    argv = [
+        valgrind,
+        "--tool=callgrind",
+        "--collect-atstart=no",
+        f"--toggle-collect={BRACKET}",
+        "--callgrind-out-file=/dev/null",
+        python,
+        "-m",
+        "lab.trip_work",
+        "--child",
+        str(trips),
+        *(["--noop"] if noop else []),
+    ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    m = _COLLECTED.search(res.stderr)
+    if res.returncode != 0 or m is None:
+        tail = "\n".join(res.stderr.strip().splitlines()[-15:])
+        raise TripWorkError(f"callgrind run failed (exit {res.returncode}): {tail}")
+    n = int(m.group(1).replace(",", ""))
+    if n == 0:
+        raise TripWorkError(f"callgrind collected nothing inside {BRACKET} (libc without it?)")
+    return n
+
+
+def measure(trips: int = 10, python: str = sys.executable) -> TripWork:
+    """Instructions per trip call, from two callgrind runs of `trips` calls each."""
+    full = _collected(trips, False, python)
+    empty = _collected(trips, True, python)
+    version = subprocess.run(
+        [python, "-c", "import platform; print(platform.python_version())"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    return TripWork(trips, (full - empty) // trips, empty // trips, version)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m lab.trip_work", description=__doc__)
+    p.add_argument("trips", type=int, nargs="?", default=10)
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        child(args.trips, args.noop)
+        return 0
+    try:
+        work = measure(args.trips)
+    except TripWorkError as exc:
+        print(f"trip_work: {exc}", file=sys.stderr)
+        return 2
+    print(
+        f"{work.per_trip:,} instructions per trip call (bracket {work.bracket:,}; "
+        f"{work.trips} trips; CPython {work.python})"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
