@@ -22,6 +22,10 @@ from controller.engine.context import (
 from controller.engine.effects import Effect, Raise, StartTimer
 from controller.engine.registry import Event
 
+#: `Event(name, payload, time)` without the Python-level `__new__` a NamedTuple has (one
+#: interpreted frame per dispatch saved): the tuple built in C, the same object
+_event = tuple.__new__
+
 if TYPE_CHECKING:
     from controller.engine.table import DynTimer, Row, Table
 
@@ -134,7 +138,7 @@ class Machine:
         step = Step(state)
         if rows is None:
             return self._unhandled(state, event, "no transition for this event", step)
-        ev = Event(event, payload, now_ns)
+        ev = _event(Event, (event, payload, now_ns))
         ctx = self._ctx
         view = self._view
         queue: list[Raise] | None = None
@@ -192,7 +196,7 @@ class Machine:
                 raised = queue.pop(0)
                 rows = self.table.rows[state].get(raised.event)
                 if rows is not None:
-                    ev = Event(raised.event, raised.payload, now_ns)
+                    ev = _event(Event, (raised.event, raised.payload, now_ns))
                     break
                 if not self.table.ignore_unhandled:
                     raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")

@@ -159,23 +159,34 @@ class Memory:
         #: a repeat must come with the same
         self.tag = tag
         self.size = len(buf)
-        cuts = spans(buf)
-        self.cuts = cuts
+        #: cut on the first frame of the same length (`_cut`), not here: a new state (a
+        #: trip) does not wait for the walk its retransmissions need
+        self.cuts: tuple[int, int, int, int, int, int] | None = None
+
+    def _cut(self) -> bool:
+        """Find where TAL, `t` and sqNum sit; False (and never a repeat) if unusual."""
+        cuts = spans(self.buf)
         if cuts is None:
             self.size = -1  # no frame has this length: never a repeat
-            self.head = self.mid1 = self.mid2 = self.tail = b""
-            self.tal_mask = self.sq_mask = 0
-            return
+            return False
         a, b, c, d, e, f = cuts
+        buf = self.buf
         self.head, self.mid1, self.mid2, self.tail = buf[:a], buf[b:c], buf[d:e], buf[f:]
         self.tal_mask, self.sq_mask = first_octet_mask(b - a), first_octet_mask(f - e)
+        self.cuts = cuts
+        return True
 
     def repeat(self, buf: bytes) -> tuple[int, int] | None:
         """(sqNum, TAL ms) if `buf` is the remembered frame with at most sqNum, TAL and `t`
         changed (their lengths unchanged), else None."""
         if len(buf) != self.size:
             return None
-        a, b, c, d, e, f = self.cuts  # type: ignore[misc]
+        cuts = self.cuts
+        if cuts is None:
+            if not self._cut():
+                return None
+            cuts = self.cuts
+        a, b, c, d, e, f = cuts  # type: ignore[misc]
         if (
             buf[f:] != self.tail
             or buf[:a] != self.head
