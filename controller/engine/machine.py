@@ -204,10 +204,10 @@ class Machine:
                 self.ignored[raised.event] += 1
             if rows is None:
                 break
-        # commit (inlined: this is the hot path)
+        # commit (inlined: this is the hot path); `view` is already the proxy of `ctx`
         if ctx is not self._ctx:
             self._ctx = ctx
-            self._view = MappingProxyType(ctx)
+            self._view = view
         if state != self.state:
             self.state = state
             self._rows = self.table.rows[state]
