@@ -25,7 +25,9 @@ from __future__ import annotations
 import gc
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
@@ -130,7 +132,11 @@ class TripBench:
             if not self._writer.drain(5.0):
                 raise RuntimeError("the journal writer did not drain within 5 s")
 
-    def sample(self, n: int, warmup: int = 20) -> Samples:
+    def sample(
+        self, n: int, warmup: int = 20, around: Callable[[Callable[[], None]], None] | None = None
+    ) -> Samples:
+        """`n` trips after `warmup` untimed ones. `around(call)`, if given, makes each of
+        the `n` measured calls (`lab.trip_work` runs them inside a callgrind bracket)."""
         out = Samples()
         clock = time.perf_counter_ns
         gc.collect()  # as LiveGoose.run starts: what exists now is never walked again
@@ -143,7 +149,10 @@ class TripBench:
             if self.idle_s:
                 time.sleep(self.idle_s)
             t0 = clock()
-            self.bay.frame(frame, "A", now)
+            if around is not None and i >= warmup:
+                around(partial(self.bay.frame, frame, "A", now))
+            else:
+                self.bay.frame(frame, "A", now)
             t1 = clock()
             if "serial" not in self.marks or "ack" not in self.marks:
                 raise RuntimeError("the trip frame did not produce a TRIP and an ack")

@@ -31,7 +31,6 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import partial
 
 #: the libc function every measured call is made from (`qsort`, which sorts in `qsort_r`:
 #: callgrind's bracket is the inner one, which it attributes the comparison to)
@@ -83,27 +82,21 @@ def _bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
 
 
 def child(trips: int, noop: bool) -> None:
-    """The process valgrind runs: `trips` bracketed calls, trips or no-ops."""
-    from lab.latency import MS, TripBench
+    """The process valgrind runs: `trips` trips (after 3 unbracketed ones: the path's first
+    calls, imports and specialisation, unseen), each bracketed, or a bracketed no-op
+    beside each unbracketed trip."""
+    from lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     call = _bracketed(libc)
+
+    def beside(trip: Callable[[], object]) -> None:
+        call(lambda: None)
+        trip()
+
     bench = TripBench()
     try:
-        bench.sample(3, warmup=0)  # the path's first calls (imports, specialisation) unseen
-        for _ in range(trips):
-            bench._reclose()
-            now = bench.wire.now_ns
-            frame = bench._trip_frame(True, now)
-            trip = partial(bench.bay.frame, frame, "A", now)
-            if noop:
-                call(lambda: None)
-                trip()  # unbracketed: the breaker must still open
-            else:
-                call(trip)
-            bench._run_until(now + 100 * MS)
-            if bench.bay.bay.state != "open":
-                raise RuntimeError(f"breaker did not open: bay is {bench.bay.bay.state}")
+        bench.sample(trips, warmup=3, around=beside if noop else call)
     finally:
         bench.close()
 

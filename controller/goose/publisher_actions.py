@@ -55,13 +55,15 @@ def _encode(ctx, values) -> bytes:
     return encode_all_data(values)
 
 
-def _window(ctx, now: int) -> tuple:
-    """The times of the new states sent within the last `window_ms` before `now`.
+def _window_start(ctx, now: int) -> int:
+    """Where in `sent` the new states of the last `window_ms` before `now` begin: `sent`
+    is in sending order, so ascending, and the window is its tail, found by bisection."""
+    return bisect_right(ctx["sent"], now - int(ctx["window_ms"] * NS_PER_MS))
 
-    `sent` is in sending order, so ascending: the window is a tail of it, found by
-    bisection (C, no generator frame on the publish path)."""
-    sent = ctx["sent"]
-    return tuple(sent[bisect_right(sent, now - int(ctx["window_ms"] * NS_PER_MS)) :])
+
+def _window(ctx, now: int) -> tuple:
+    """The times of the new states sent within the last `window_ms` before `now`."""
+    return tuple(ctx["sent"][_window_start(ctx, now) :])
 
 
 def _new_state(ctx, data: bytes, t_ns: int, now: int) -> list:
@@ -82,7 +84,7 @@ def _new_state(ctx, data: bytes, t_ns: int, now: int) -> list:
 @REGISTRY.guard
 def within_rate(ctx, ev) -> bool:
     """Fewer than `max_changes` new states within the last window: this one goes now."""
-    return len(_window(ctx, ev.time_ns)) < ctx["max_changes"]
+    return len(ctx["sent"]) - _window_start(ctx, ev.time_ns) < ctx["max_changes"]
 
 
 @REGISTRY.action

@@ -25,7 +25,7 @@ from functools import cache
 from typing import Any
 
 from controller.config.bay import MODES, TABLES, ControllerConfig
-from controller.config.link import LinkConfig
+from controller.config.link import DeviceLimits, LinkConfig
 from controller.engine import Journal, Scheduler, Table
 from controller.engine.machine import Machine
 from controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
@@ -67,14 +67,8 @@ class BayController:
         first = ((last + SEQ_MARGIN) & 0xFFFF) if last is not None else 1
         self.link = LinkCore(
             LinkConfig(
-                response_timeout_ms=config.device.response_timeout_ms,
-                max_retries=config.device.max_retries,
+                **{k: getattr(config.device, k) for k in DeviceLimits.model_fields},
                 first_seq=first,
-                chatter_max=config.device.chatter_max,
-                chatter_window_ms=config.device.chatter_window_ms,
-                reboot_max=config.device.reboot_max,
-                reboot_window_ms=config.device.reboot_window_ms,
-                reboot_quiet_ms=config.device.reboot_quiet_ms,
             ),
             now_ns,
         )

@@ -278,29 +278,31 @@ class LiveGoose:
             more.extend(self.execute(more, now_ns))
         return more
 
+    def _put(self, side: str, e: SendFrame) -> None:
+        """One frame on one side: sent, or held behind what the kernel refused before (or
+        refuses now); a failed link raises for the caller to handle."""
+        if side in self._held or not self._send(self.socks[side], e):
+            self._hold(side, e)
+
     def send_early(self, frames: list[SendFrame]) -> list[SendFrame]:
         """Send `frames` now, from inside the input that made them (a trip's acknowledgement,
         before the input's bookkeeping); returns them with the sides still to send, for the
-        `execute` after the input. Only what goes out cleanly is sent here: a side that is
-        down, holds refused frames, or fails now is left, with every later frame on it, to
-        that `execute`, which keeps the order and does the failover (never from inside an
+        `execute` after the input. A side whose link fails here is left, with every later
+        frame on it, to that `execute`, which does the failover (never from inside an
         input)."""
-        skip: set[str] = set(self._held) | self.down
+        failed: set[str] = set()
         out: list[SendFrame] = []
         for e in frames:
             left: list[str] = []
             for side in e.sides:
-                sock = self.socks.get(side)
-                if sock is None or side in skip:
+                if side in failed:
                     left.append(side)
-                    continue
-                try:
-                    sock.send(e.data)
-                except (TxQueueFullError, LinkDownError, RawSocketError, OSError):
-                    skip.add(side)
-                    left.append(side)
-                    continue
-                self.sent += 1
+                elif side in self.socks and side not in self.down:
+                    try:
+                        self._put(side, e)
+                    except (LinkDownError, RawSocketError, OSError):
+                        failed.add(side)
+                        left.append(side)
             out.append(e if len(left) == len(e.sides) else replace(e, sides=tuple(left)))
         return out
 
@@ -310,17 +312,14 @@ class LiveGoose:
         counted and held for `retry_held`; frames behind it on that side wait their turn.
         A frame `send_early` sent comes here with the sides it has left."""
         more: list[Any] = []
-        held = self._held
         for e in effects:
             if type(e) is not SendFrame:
                 continue
             for side in e.sides:
-                sock = self.socks.get(side)
-                if sock is None or side in self.down:
+                if side not in self.socks or side in self.down:
                     continue
                 try:
-                    if side in held or not self._send(sock, e):
-                        self._hold(side, e)
+                    self._put(side, e)
                 except (LinkDownError, RawSocketError, OSError):
                     self.send_errors += 1
                     self.down.add(side)

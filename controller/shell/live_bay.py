@@ -36,10 +36,10 @@ class BayGooseCore:
         self.early: list[SendFrame] = []
 
     def _out(self) -> list[Any]:
-        if self.early:
-            early, self.early = self.early, []
-            return [*early, *self.bay.take_frames(), *self.bay.take_reports()]
-        return [*self.bay.take_frames(), *self.bay.take_reports()]
+        early = self.early
+        if early:
+            self.early = []
+        return [*early, *self.bay.take_frames(), *self.bay.take_reports()]
 
     def start(self, now_ns: int, utc_ns: int) -> list[Any]:
         self.bay.utc_offset_ns = utc_ns - now_ns

@@ -180,12 +180,15 @@ class SerialLink:
         out = self.core.take_output()
         if out:
             self.unsent += out
-        if not self.unsent:
-            return 0
+        return (self._write_some() or 0) if self.unsent else 0
+
+    def _write_some(self) -> int | None:
+        """Hand the open port what it takes now: the bytes taken, None if it failed."""
+        assert self.port is not None
         try:
             n = write_now(self.port, bytes(self.unsent))
         except PORT_ERRORS:
-            return 0
+            return None
         del self.unsent[:n]
         self.bytes_out += n
         return n
@@ -205,15 +208,10 @@ class SerialLink:
         """Hand the port what it takes now; a port that stops taking bytes (a device that
         no longer reads, a TCP peer that stalls) is a fault within the deadline, never a
         loop blocked in write()."""
-        port = self.port
-        assert port is not None  # _flush writes only to an open port
-        try:
-            n = write_now(port, bytes(self.unsent))
-        except PORT_ERRORS:
+        n = self._write_some()  # _flush writes only to an open port
+        if n is None:
             self._lost(now)
             return
-        del self.unsent[:n]
-        self.bytes_out += n
         if not self.unsent:
             self._stuck_since = None
             return
