@@ -20,8 +20,9 @@
 
 Why both: each trip follows a quiet (the re-close, then QUIET_S), so it wakes a CPU that
 halted and a path other work pushed out of the caches (README, performance: the sleep
-sweep). Back to back, an echo never halts and never leaves the caches; on this host that
-alone moves the echo's p50 from ~100 to ~200-270 us and libiec61850's from ~20 to ~90 us.
+sweep). Back to back, an echo never halts and never leaves the caches. In CI on 1 Dec 2026
+(eight cases) the quiet moved the raw echo's p50 from 27-97 us to 62-238 us and its p99
+from 54-204 us to 190-476 us; libiec61850's p50 from 13-64 us to 40-80 us.
 The ratio is judged against the echo measured as the trip is; the back-to-back ratios are
 reported beside it.
 
