@@ -44,7 +44,7 @@ import contextlib
 import hashlib
 import json
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
@@ -102,12 +102,12 @@ SOFTWARE_KEY = "journal.software"
 
 #: A journal row as recorded: (seq, time ns, machine, event, source, target, the step's
 #: effects (a digest when committed) or the journal's own detail text, table, version, input)
-Row = tuple[int, int, str, str, str, str, list[Effect] | str, str, str, int | None]
+Row = tuple[int, int, str, str, str, str, Sequence[Effect] | str, str, str, int | None]
 #: A checkpoint as taken: (machine, seq, input, snapshot, armed timers)
 Checkpoint = tuple[str, int, int | None, dict[str, Any], list[dict[str, Any]]]
 
 
-def effects_digest(effects: list[Effect] | str) -> str:
+def effects_digest(effects: Sequence[Effect] | str) -> str:
     """A short, stable fingerprint of a step's effects (their reprs are deterministic).
 
     The journal's own rows carry their detail as text instead, stored as it is."""
@@ -377,6 +377,9 @@ class Journal:
             table = machine.table
             pend = self._pending
             seq = self.seq
+            # a step without effects keeps no list alive until the flush: one object fewer
+            # per row for the garbage collector to count, and to walk, on the loop
+            effects = step.effects or ()
             for src, ev, dst in step.transitions:
                 seq += 1
                 pend.append(
@@ -387,7 +390,7 @@ class Journal:
                         ev,
                         src,
                         dst,
-                        step.effects,
+                        effects,
                         table.name,
                         table.version,
                         input_pos,
