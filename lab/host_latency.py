@@ -29,7 +29,7 @@ from types import TracebackType
 
 #: cyclictest's summary line of one thread: "T: 0 ( 912) P:99 I:2000 C: 1234 Min: 7 ...
 #: Max: 3189"
-_SUMMARY = re.compile(r"^T:\s*(\d+).*?C:\s*(\d+).*?Avg:\s*(\d+)\s+Max:\s*(\d+)", re.MULTILINE)
+_SUMMARY = re.compile(r"^T:\s*\d+.*?C:\s*(\d+).*?Avg:\s*(\d+)\s+Max:\s*(\d+)", re.MULTILINE)
 
 
 class HostLatencyError(RuntimeError):
@@ -94,7 +94,7 @@ class HostLatency:
         except subprocess.TimeoutExpired:
             proc.kill()
             out, _ = proc.communicate()
-        rows = [tuple(map(int, m.groups()[1:])) for m in _SUMMARY.finditer(out)]
+        rows = [(int(c), int(a), int(m)) for c, a, m in _SUMMARY.findall(out)]
         if exc_type is not None:
             return  # the block's own error matters more than the witness's
         if not rows:
@@ -102,4 +102,4 @@ class HostLatency:
             raise HostLatencyError(
                 f"cyclictest (exit {proc.returncode}) printed no summary: {tail}"
             )
-        self.result = HostLatencyResult(tuple(rows))  # type: ignore[arg-type]
+        self.result = HostLatencyResult(tuple(rows))

@@ -60,6 +60,8 @@ CONTROLLER_RING = RingSpec(version=2)
 #: While the kernel refuses sends (ENOBUFS/EAGAIN) the loop retries about this often
 #: (epoll's millisecond; never by spinning: a queue that stays full must not eat a core).
 TX_RETRY_S = 0.001
+#: what a send on a side whose link has failed raises
+SEND_ERRORS = (LinkDownError, RawSocketError, OSError)
 
 
 def rx_counters(socks: dict[str, RawSocket]) -> dict[str, Any]:
@@ -258,18 +260,15 @@ class LiveGoose:
         more: list[Any] = []
         for side in list(self._held):
             q = self._held[side]
-            sock = self.socks.get(side)
-            if sock is None or side in self.down:
+            if not self._sendable(side):
                 q.clear()
-            while q and sock is not None:  # (q is empty without a socket: for mypy)
+            while q:
                 try:
-                    if not self._send(sock, q[0]):
+                    if not self._send(self.socks[side], q[0]):
                         break
-                except (LinkDownError, RawSocketError, OSError):
+                except SEND_ERRORS:
                     q.clear()
-                    self.send_errors += 1
-                    self.down.add(side)
-                    more.extend(self.hub.link(side, False, now_ns))
+                    more.extend(self._link_failed(side, now_ns))
                     break
                 q.popleft()
             if not q:
@@ -277,6 +276,16 @@ class LiveGoose:
         if more:
             more.extend(self.execute(more, now_ns))
         return more
+
+    def _sendable(self, side: str) -> bool:
+        """The side has a socket and its link is not marked down."""
+        return side in self.socks and side not in self.down
+
+    def _link_failed(self, side: str, now_ns: int) -> list[Any]:
+        """A send on `side` raised: counted, the side marked down, the hub told (failover)."""
+        self.send_errors += 1
+        self.down.add(side)
+        return self.hub.link(side, False, now_ns)
 
     def _put(self, side: str, e: SendFrame) -> None:
         """One frame on one side: sent, or held behind what the kernel refused before (or
@@ -297,10 +306,10 @@ class LiveGoose:
             for side in e.sides:
                 if side in failed:
                     left.append(side)
-                elif side in self.socks and side not in self.down:
+                elif self._sendable(side):
                     try:
                         self._put(side, e)
-                    except (LinkDownError, RawSocketError, OSError):
+                    except SEND_ERRORS:
                         failed.add(side)
                         left.append(side)
             out.append(e if len(left) == len(e.sides) else replace(e, sides=tuple(left)))
@@ -316,14 +325,12 @@ class LiveGoose:
             if type(e) is not SendFrame:
                 continue
             for side in e.sides:
-                if side not in self.socks or side in self.down:
+                if not self._sendable(side):
                     continue
                 try:
                     self._put(side, e)
-                except (LinkDownError, RawSocketError, OSError):
-                    self.send_errors += 1
-                    self.down.add(side)
-                    more.extend(self.hub.link(side, False, now_ns))
+                except SEND_ERRORS:
+                    more.extend(self._link_failed(side, now_ns))
         if more:
             more.extend(self.execute(more, now_ns))
         return more
