@@ -1,4 +1,4 @@
-"""Issue 12 row 14, GOOSE side: a device chattering its position every millisecond for
+"""GOOSE side: a device chattering its position every millisecond for
 15 s, through the whole bay (firmware simulator -> device link -> bay -> XCBR Pos
 publisher) on the virtual clock. The row saw 10,731 GOOSE frames in 15 s (155x normal).
 
