@@ -113,6 +113,8 @@ def check_module(span: str) -> str | None:
             spec = None
         if spec is None:
             continue
+        if mod.endswith("__main__"):  # importing it would run the command line
+            return None if cut == len(parts) else f"{span}: attributes of a __main__"
         obj = importlib.import_module(mod)
         for attr in parts[cut:]:
             if not hasattr(obj, attr):
