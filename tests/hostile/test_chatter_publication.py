@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from controller.config.bay import ControllerConfig
 from controller.config.load import load_config
 from controller.engine.effects import Alarm
@@ -82,6 +84,7 @@ def _dbpos(sent: list) -> int:
     return last.all_data[0].data[0] >> 6 & 3
 
 
+@pytest.mark.slow  # 15 s of chatter, four times over: the property, not the fast loop
 def test_a_chattering_device_publishes_a_bounded_number_of_frames_and_its_final_position():
     normal, _, _ = _run(_config(), chatter=False)
     # the link's debounce alone (the publisher may publish every change it is told)
