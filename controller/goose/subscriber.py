@@ -23,8 +23,13 @@ Receive rules (`gate.py`): a subscription has an LGOS machine (tables/lgos.yaml)
 whether its values may act. Its simulated frames (`simulation` or the S-bit) run on a second
 stream machine with its own sequence numbers, so a test set's stream never disturbs the real
 one; which of the two acts is the Ed2 simulation switch. A frame from another source MAC
-than the expected one (configured, else the first seen) is a `foreign_source` anomaly: it
-is counted and shown, and never reaches a stream machine.
+than a configured one is a `foreign_source` anomaly: it is counted and shown, and never
+reaches a stream machine. Without a configured source the first one seen is learned with
+an alarm, and a frame from a second source is judged as a sequence of its own: a conflict
+(alarm, LGOS ErrSt `conflict`), never a lock-out of the first.
+
+Floods: with subscriptions, a frame whose gocbRef TLV (read at fixed offsets, `stream_key`)
+is no subscription's is counted `unmatched` before any parse.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from collections import Counter, OrderedDict
 from functools import cache
 from typing import Any
 
-from controller.config.goose import SubscriptionCfg
+from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
 from controller.goose.effects import FrameClassified, LgosView, StreamState
@@ -86,6 +91,7 @@ class Stream:
         "sim",
         "sq",
         "sub",
+        "tal_limit_ns",
         "vlan_sides",
     )
 
@@ -108,6 +114,8 @@ class Stream:
         self.sim: Stream | None = None
         self.lgos: Any = parent.lgos if parent is not None else None
         self.ab = sub.ab if sub is not None and parent is None else None
+        #: the longest TAL supervised (0: the frame's own), set when the stream opens
+        self.tal_limit_ns = 0
         self.counts: Counter[str] = Counter()
         self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
         self.side_ids: dict[str, str] = {}
@@ -140,13 +148,27 @@ class SubscriberBank:
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
         max_streams: int = 10_000,
+        receive: ReceiveCfg | None = None,
     ) -> None:
         self.runner = runner
+        self.receive = receive or ReceiveCfg()
+        #: the A/B merge of a stream not configured for it (None: one network); set when
+        #: the shell receives on two networks, so the second copy of a frame is a duplicate
+        self.default_ab: ABCfg | None = None
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
         #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
         self.simulation = simulation
         self.observer = not self.subs
+        #: the gocbRef TLVs of the subscriptions as `stream_key` cuts them, to drop a
+        #: frame of no subscription before any parse (None: observer mode, or a gocbRef
+        #: long enough for a long-form BER length, which `stream_key` does not cut)
+        self.wanted: frozenset[bytes] | None = None
+        if self.subs and all(len(s.gocb_ref.encode()) < 0x80 for s in self.subs.values()):
+            self.wanted = frozenset(
+                b"\x80" + bytes((len(r),)) + r
+                for r in (s.gocb_ref.encode() for s in self.subs.values())
+            )
         self.streams: dict[tuple[bytes, int, str], Stream] = {}
         self.by_id: dict[str, Stream] = {}
         #: stream_key bytes -> stream, for the retransmission fast path
@@ -177,6 +199,14 @@ class SubscriberBank:
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
         preferred mode: supervised, not delivered)."""
         key = stream_key(buf)
+        wanted = self.wanted
+        if wanted is not None and key not in wanted:
+            if key is None or len(key) < 2 or len(key) != 2 + key[1]:
+                self.malformed += 1  # cut short before its gocbRef ends
+                self.last_error = "truncated before the end of gocbRef"
+                return None, None, "malformed"
+            self.unmatched += 1  # a flood of other streams costs this, never a parse
+            return None, None, "unmatched"
         stream = self.fast.get(key) if key is not None else None
         rep = None
         if stream is not None:
@@ -195,6 +225,7 @@ class SubscriberBank:
                     report = self.repeat(stream, rep[0], rep[1], side, now_ns)
                     if report is not None:
                         return stream, report, "repeat"
+        foreign = False
         if rep is not None:
             # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
             assert stream is not None and mem is not None  # a repeat is of a known stream
@@ -225,9 +256,14 @@ class SubscriberBank:
             if expected is None:
                 self.runner.feed(stream.lgos.id, "source", now_ns, (stream.is_sim, full.src))
             elif full.src != expected:
-                stream.counts["foreign_source"] += 1
-                return stream, full, "foreign_source"
-            if key is not None:
+                if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
+                    stream.counts["foreign_source"] += 1
+                    return stream, full, "foreign_source"
+                # learned, not configured: the second source is judged as a sequence of
+                # its own (a conflict); its frames never become the fast path's memory
+                stream.counts["second_source"] += 1
+                foreign = True
+            if key is not None and not foreign:
                 stream.memory = Memory(buf, full, tag)
                 root = stream.parent or stream
                 self.fast[key] = root
@@ -239,7 +275,7 @@ class SubscriberBank:
             side = stream.vlan_sides.get(vlan.id, side)
         lgos = stream.lgos
         lctx = lgos.ctx
-        frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]))
+        frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]), foreign)
         runner = self.runner
         if stream.side_ids:
             runner.feed(stream.side_ids[side], "frame", now_ns, frame)
@@ -280,10 +316,14 @@ class SubscriberBank:
         else:
             active = not lctx["sim"]
         if active:
+            sctx = stream.machine.ctx
             if refused is not None:
                 if lgos.state != "invalid" or lctx["err"] != refused:
                     runner.feed(lgos.id, refused, now_ns)
-            elif lgos.state != "valid" and runner.machines[stream.id].ctx["gate_ok"]:
+            elif sctx["conflict"]:
+                if lctx["err"] != "conflict":
+                    runner.feed(lgos.id, "conflict", now_ns)
+            elif lgos.state != "valid" and sctx["gate_ok"]:
                 runner.feed(lgos.id, "ok", now_ns)
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
@@ -332,6 +372,8 @@ class SubscriberBank:
         if stream.machine.state != "valid" or lgos.state != "valid" or lgos.ctx["sim"]:
             return None
         tal_ns = tal_ms * 1_000_000
+        if stream.tal_limit_ns and tal_ns > stream.tal_limit_ns:
+            tal_ns = stream.tal_limit_ns
         deadline = now_ns + tal_ns
         fold = (sq, now_ns, tal_ns)
         if not timers.move(stream.id, "tal", deadline, fold):
@@ -358,6 +400,9 @@ class SubscriberBank:
         label = sub.label if sub is not None else hdr.gocb_ref
         sid = f"{label}@{hdr.appid:04x}/{format_mac(hdr.dst)}"
         stream = Stream(sid, label, hdr.gocb_ref, hdr.appid, sub)
+        if stream.ab is None and self.default_ab is not None:
+            stream.ab = self.default_ab
+        stream.tal_limit_ns = self._tal_limit_ns(sub)
         lgos = self.tables["lgos"].new(
             f"lgos:{sid}",
             stream=sid,
@@ -366,7 +411,11 @@ class SubscriberBank:
         )
         self.runner.start(lgos, now_ns)
         stream.lgos = lgos
-        ctx: dict[str, Any] = {"stream": sid}
+        ctx: dict[str, Any] = {
+            "stream": sid,
+            "tal_limit_ns": stream.tal_limit_ns,
+            "skew_ns": int(self.receive.t_skew_ms * 1_000_000),
+        }
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
@@ -376,7 +425,10 @@ class SubscriberBank:
             for side in ("A", "B"):
                 mid = f"{sid}#{side}"
                 stream.side_ids[side] = mid
-                self.runner.start(self.tables["side"].new(mid, stream=sid, side=side), now_ns)
+                m = self.tables["side"].new(
+                    mid, stream=sid, side=side, tal_limit_ns=stream.tal_limit_ns
+                )
+                self.runner.start(m, now_ns)
             if stream.ab.mode == "preferred":
                 mid = f"{sid}#selector"
                 stream.side_ids["selector"] = mid
@@ -389,6 +441,15 @@ class SubscriberBank:
         if self.observer:
             self.seen[sid] = key
         return stream
+
+    def _tal_limit_ns(self, sub: SubscriptionCfg | None) -> int:
+        """The longest TAL a stream of `sub` is supervised with: the configured factor x its
+        MaxTime (configured or from the SCL), never beyond the absolute cap."""
+        rx = self.receive
+        limit = rx.tal_cap_ms * 1_000_000
+        if sub is not None and sub.max_time_ms is not None:
+            limit = min(limit, int(rx.tal_factor * sub.max_time_ms * 1_000_000))
+        return limit
 
     def _evict_idlest(self) -> None:
         sid, key = self.seen.popitem(last=False)
@@ -421,7 +482,10 @@ class SubscriberBank:
             simulated=True,
             expect_conf_rev=rev,
             expect_shape=real["expect_shape"],
+            tal_limit_ns=real["tal_limit_ns"],
+            skew_ns=real["skew_ns"],
         )
+        sim.tal_limit_ns = parent.tal_limit_ns
         sim.machine = m
         self.runner.start(m, now_ns)
         parent.sim = sim
