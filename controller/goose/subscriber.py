@@ -41,6 +41,7 @@ from typing import Any
 from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
+from controller.goose.classify import REARMS_TAL
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn
@@ -277,18 +278,17 @@ class SubscriberBank:
         lctx = lgos.ctx
         frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]), foreign)
         runner = self.runner
+        pair = None
         if stream.side_ids:
-            runner.feed(stream.side_ids[side], "frame", now_ns, frame)
             pair = (hdr.st_num, hdr.sq_num)
-            recent = stream.recent
-            if pair in recent:
+            if pair in stream.recent:
+                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 stream.counts[f"ab_duplicate_{side}"] += 1
                 return stream, hdr, "duplicate"
-            recent[pair] = side
-            if len(recent) > AB_WINDOW:
-                recent.popitem(last=False)
             sel = stream.side_ids.get("selector")
             if sel is not None and _active_side(runner, sel) != side:
+                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
+                _remember(stream, pair, side)
                 stream.counts[f"standby_{side}"] += 1
                 return stream, hdr, "duplicate"
         fold = stream.fold
@@ -304,6 +304,11 @@ class SubscriberBank:
             if type(e) is FrameClassified:
                 stream.counts[e.cls] += 1
                 report = e
+        if pair is not None and report is not None and report.cls in REARMS_TAL:
+            # only a frame its stream took marks its copy on the other network a duplicate
+            # and keeps its side alive: a replayed or stale one must do neither
+            _remember(stream, pair, side)
+            runner.feed(stream.side_ids[side], "frame", now_ns, frame)
         refused = frame.refused
         if refused is not None:
             stream.counts[f"refused_{refused}"] += 1
@@ -642,6 +647,14 @@ def _repeat_report(stream_id: str, st_num: int | None) -> dict[str, Any]:
         "previous": None,
         "refused": None,
     }
+
+
+def _remember(stream: Stream, pair: tuple[int, int], side: str) -> None:
+    """An A/B stream's (stNum, sqNum) taken from `side`: its other copy is a duplicate."""
+    recent = stream.recent
+    recent[pair] = side
+    if len(recent) > AB_WINDOW:
+        recent.popitem(last=False)
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:

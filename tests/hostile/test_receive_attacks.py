@@ -1,0 +1,139 @@
+"""Attacks on the receive rules by someone on the station LAN without IEC 62351-6, through
+the command line as they were found: the demo's own scenario capture (`goosectl demo`
+writes it; its protection IED trips at 6, 9 and 15 s) with crafted protection frames
+added, replayed with `goosectl replay FILE --device sim`.
+
+- one forged frame (spoofed source MAC, stNum + 1000, trip FALSE, TAL 2**32-1 ms) made
+  every genuine frame after it a `replay`: the trips did nothing, silently;
+- the captured trip re-sent with stNum = live + 1 and its old `t` tripped;
+- a byte-exact copy of an old trip after the stream's TAL ran out tripped as a `restart`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import sqlite3
+from pathlib import Path
+
+import pytest
+
+from protocols.goose import Boolean, GooseFrame, UtcTime, decode_frame, encode_frame
+from tests.gates.rewrite import PROT_APPID, S, frames_of, write
+from tests.support.procs import goosectl
+
+REPO = Path(__file__).resolve().parents[2]
+TRIPS = [6.0, 9.0, 15.0]
+
+
+@pytest.fixture(scope="module")
+def scenario(tmp_path_factory) -> list[tuple[int, bytes]]:
+    out = tmp_path_factory.mktemp("demo")
+    goosectl("demo", "--in-memory", "--out", str(out / "d"))
+    return frames_of(out / "d" / "scenario.pcap")
+
+
+def replay(path: Path, *extra: str) -> str:
+    return goosectl("replay", str(path), "--device", "sim", *extra).stdout
+
+
+def sent(report: str, command: str) -> list[float]:
+    return [
+        float(m.group(1))
+        for m in re.finditer(rf"^\s+(\d+\.\d+) s  device   {command} sent", report, re.M)
+    ]
+
+
+def prot(frames: list[tuple[int, bytes]]) -> list[tuple[float, GooseFrame]]:
+    """The genuine protection frames on network A (VLAN 10) at their capture time (s)."""
+    t0 = frames[0][0]
+    out = []
+    for ts, data in frames:
+        f = decode_frame(data)
+        if f.appid == PROT_APPID and f.vlan is not None and f.vlan.id == 10:
+            if f.src.hex() == "020000001001":  # not the demo's test set
+                out.append(((ts - t0) / S, f))
+    return out
+
+
+def insert(frames, at_s: float, frame: GooseFrame) -> list[tuple[int, bytes]]:
+    ts = frames[0][0] + int(at_s * S)
+    return sorted([*frames, (ts, encode_frame(frame))], key=lambda x: x[0])
+
+
+def before(frames, at_s: float) -> GooseFrame:
+    return [f for t, f in prot(frames) if t < at_s][-1]
+
+
+def test_one_forged_jump_does_not_suppress_the_trips_and_raises_an_alarm(scenario, tmp_path):
+    last = before(scenario, 5.0)
+    forged = dataclasses.replace(
+        last,
+        st_num=last.st_num + 1000,
+        sq_num=0,
+        time_allowed_to_live=0xFFFFFFFF,
+        all_data=(Boolean(False), last.all_data[1]),
+        t=UtcTime.from_ns(last.t.to_ns() + S // 10),
+    )
+    path = write(tmp_path / "forged.pcap", insert(scenario, 5.0, forged))
+    journal = tmp_path / "j.sqlite"
+    report = replay(path, "--journal", str(journal))
+    assert sent(report, "TRIP") == TRIPS, report
+    # said at once, naming the stream: an alarm, the LGOS, a journal row
+    alarm = re.search(
+        r"^\s+(\d+\.\d+) s  ALARM    goose_conflict:prot@1001\S* raised", report, re.M
+    )
+    assert alarm is not None, report
+    assert 5.0 < float(alarm.group(1)) < 6.0
+    assert "lgos     prot: NOT valid: conflict" in report
+    rows = sqlite3.connect(journal).execute(
+        "SELECT machine, event FROM journal WHERE event = 'conflict'"
+    )
+    sid = "prot@1001/01:0c:cd:01:00:01"
+    assert sorted(m for m, _ in rows) == [f"lgos:{sid}", sid]  # the stream, and its LGOS
+
+
+def test_a_forged_jump_on_the_interlock_stream_blocks_closes_while_in_conflict(scenario, tmp_path):
+    """The same attack on bay 2's interlock stream: a permissive taken from a stream in
+    conflict could be the forger's, so the interlock goes to its fail-safe (blocked) from
+    the first frame that shows the conflict until one sequence is silent past its TAL."""
+    t0 = scenario[0][0]
+    cilo = [((ts - t0) / S, decode_frame(d)) for ts, d in scenario]
+    last = [f for t, f in cilo if f.appid == 0x1002 and t < 5.0][-1]
+    forged = dataclasses.replace(last, st_num=last.st_num + 1000, sq_num=0)
+    path = write(tmp_path / "cilo.pcap", insert(scenario, 5.0, forged))
+    report = replay(path)
+    blocked = re.search(r"^\s+(\d+\.\d+) s  input    bay2-cilo: invalid \(conflict\)", report, re.M)
+    cleared = re.search(
+        r"^\s+(\d+\.\d+) s  ALARM    goose_conflict:bay2-cilo\S* cleared", report, re.M
+    )
+    assert blocked is not None and cleared is not None, report
+    assert "ALARM    goose_conflict:bay2-cilo@1002/01:0c:cd:01:00:02 raised" in report
+    closes = sent(report, "CLOSE")
+    assert not [c for c in closes if float(blocked.group(1)) <= c < float(cleared.group(1))]
+    assert sent(report, "TRIP") == TRIPS
+
+
+def test_a_replayed_trip_with_a_new_stnum_and_its_old_t_does_not_trip(scenario, tmp_path):
+    trip = next(f for t, f in prot(scenario) if t >= 6.0 and f.all_data[0] == Boolean(True))
+    live = before(scenario, 12.0)
+    replayed = dataclasses.replace(trip, st_num=live.st_num + 1, sq_num=0)
+    path = write(tmp_path / "replayed.pcap", insert(scenario, 12.0, replayed))
+    report = replay(path)
+    assert sent(report, "TRIP") == TRIPS, report
+    assert "stale [stale_time" in report
+
+
+def test_a_byte_exact_old_trip_after_tal_expiry_does_nothing(scenario, tmp_path):
+    trip = next(f for t, f in prot(scenario) if t >= 6.0 and f.all_data[0] == Boolean(True))
+    t0 = scenario[0][0]
+    # network A and B fall silent from 12 s to 14 s (TAL 2 s runs out), then the copy
+    quiet = [
+        (ts, d)
+        for ts, d in scenario
+        if not (decode_frame(d).appid == PROT_APPID and 12 * S <= ts - t0 < 14 * S)
+    ]
+    path = write(tmp_path / "old.pcap", insert(quiet, 14.2, trip))
+    report = replay(path)
+    assert "goose    prot lost" in report
+    assert sent(report, "TRIP") == TRIPS, report
