@@ -118,7 +118,7 @@ class Stream:
         #: the longest TAL supervised (0: the frame's own), set when the stream opens
         self.tal_limit_ns = 0
         self.counts: Counter[str] = Counter()
-        self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.recent: OrderedDict[tuple[int, int, bool], str] = OrderedDict()
         self.side_ids: dict[str, str] = {}
         self.vlan_sides: dict[int, str] = {}
         self.memory: Memory | None = None
@@ -280,7 +280,8 @@ class SubscriberBank:
         runner = self.runner
         pair = None
         if stream.side_ids:
-            pair = (hdr.st_num, hdr.sq_num)
+            # a second source's frames are a sequence of their own: never the genuine's copy
+            pair = (hdr.st_num, hdr.sq_num, foreign)
             if pair in stream.recent:
                 runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 stream.counts[f"ab_duplicate_{side}"] += 1
@@ -649,7 +650,7 @@ def _repeat_report(stream_id: str, st_num: int | None) -> dict[str, Any]:
     }
 
 
-def _remember(stream: Stream, pair: tuple[int, int], side: str) -> None:
+def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
     """An A/B stream's (stNum, sqNum) taken from `side`: its other copy is a duplicate."""
     recent = stream.recent
     recent[pair] = side

@@ -50,9 +50,9 @@ def prot(frames: list[tuple[int, bytes]]) -> list[tuple[float, GooseFrame]]:
     out = []
     for ts, data in frames:
         f = decode_frame(data)
-        if f.appid == PROT_APPID and f.vlan is not None and f.vlan.id == 10:
-            if f.src.hex() == "020000001001":  # not the demo's test set
-                out.append(((ts - t0) / S, f))
+        on_a = f.vlan is not None and f.vlan.id == 10
+        if f.appid == PROT_APPID and on_a and f.src.hex() == "020000001001":  # not the test set
+            out.append(((ts - t0) / S, f))
     return out
 
 
@@ -142,3 +142,61 @@ def test_a_byte_exact_old_trip_after_tal_expiry_does_nothing(scenario, tmp_path)
     report = replay(path, "--config", str(cfg))
     assert "goose    prot lost" in report
     assert sent(report, "TRIP") == TRIPS, report
+
+
+def test_a_flood_from_another_mac_before_the_ied_does_not_lock_it_out(scenario, tmp_path):
+    """With no source configured, frames of the protection gocbRef from another MAC from
+    2 s before the genuine IED: the first source seen is learned with an alarm, and the
+    IED's frames are a second source, a conflict (alarm), never refused: its trips act."""
+    first = prot(scenario)[0][1]
+    t0 = scenario[0][0]
+    fake = []
+    for k in range(200):  # every 100 ms from -2 s to 18 s, trip FALSE, its own sequence
+        f = dataclasses.replace(
+            first, src=bytes.fromhex("02badbadbad0"), st_num=1, sq_num=k, time_allowed_to_live=2000
+        )
+        fake.append((t0 - 2 * S + k * S // 10, encode_frame(f)))
+    frames = sorted([*scenario, *fake], key=lambda x: x[0])
+    report = replay(write(tmp_path / "flood.pcap", frames))
+    assert sent(report, "TRIP") == [t + 2.0 for t in TRIPS], report  # the capture starts at -2 s
+    assert (
+        "ALARM    goose_source:prot@1001/01:0c:cd:01:00:01 raised: learned 02:ba:db:ad:ba:d0"
+        in report
+    )
+    assert (
+        "ALARM    goose_conflict:prot@1001/01:0c:cd:01:00:01 raised: a second source MAC" in report
+    )
+
+
+def test_a_forged_tal_of_days_does_not_keep_a_silent_stream_alive(scenario, tmp_path):
+    """One frame with TAL 2**32-1 ms, then the IED falls silent: the stream is lost after
+    the subscription's MaxTime x `tal_factor` (4 x 1000 ms here), or the cap without one."""
+    last = before(scenario, 5.0)
+    forged = dataclasses.replace(last, sq_num=last.sq_num + 1, time_allowed_to_live=0xFFFFFFFF)
+    t0 = scenario[0][0]
+    silent = [
+        (ts, d)
+        for ts, d in scenario
+        if not (decode_frame(d).appid == PROT_APPID and ts - t0 >= 5 * S)
+    ]
+    path = write(tmp_path / "tal.pcap", insert(silent, 5.0, forged))
+    text = (REPO / "controller" / "config" / "defaults" / "bay1.yaml").read_text()
+    for name, setting, lost_by in (
+        ("maxtime", "      max_time_ms: 1000\n", 9.0 + 0.01),
+        ("cap", "", 8.0 + 0.01),
+    ):
+        cfg = tmp_path / f"{name}.yaml"
+        body = text.replace(
+            "      members: [boolean, bit-string/13]\n",
+            "      members: [boolean, bit-string/13]\n" + setting,
+            1,
+        )
+        if name == "cap":
+            body = body.replace(
+                "  subscriptions:\n", "  receive: {tal_cap_ms: 3000}\n  subscriptions:\n", 1
+            )
+        cfg.write_text(body)
+        report = replay(path, "--config", str(cfg))
+        lost = re.search(r"^\s+(\d+\.\d+) s  goose    prot lost", report, re.M)
+        assert lost is not None, report
+        assert 5.0 < float(lost.group(1)) <= lost_by, (name, report)
