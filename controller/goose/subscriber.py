@@ -188,6 +188,14 @@ class SubscriberBank:
         #: judged by its stream machine: the reference the fast path is tested against
         self.fast_path = True
 
+    def merge_sides(self) -> None:
+        """Frames arrive on two networks (`listen --iface-b`, `run` with interface B): every
+        stream not configured for A/B is merged as `ab: {mode: merge}`, so the second copy
+        of each frame is a duplicate whatever order the two sockets' batches come in. On
+        one stream machine alone, A's n and n+1 before B's n made B's n `out_of_order`,
+        the machine followed it, and B's n+1 was a second `retransmission`."""
+        self.default_ab = ABCfg()
+
     # -- frames -------------------------------------------------------------------------
 
     def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None):

@@ -133,6 +133,8 @@ class LiveGoose:
         promisc = hub.bank.observer if promiscuous is None else promiscuous
         # no interface: the loop still serves timers, the serial port and the control socket
         self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
+        if len(self.ifaces) == 2:
+            hub.bank.merge_sides()  # each frame's second copy is a duplicate, always
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():
