@@ -56,6 +56,10 @@ class SubscriptionsView(Protocol):
         """Frames arrive on two networks: merge every stream's two copies (A/B)."""
         ...
 
+    def rejects(self, buf: bytes) -> bool:
+        """A frame of no subscription, found without a parse (counted by the bank)."""
+        ...
+
 
 class SubscriptionTable(Protocol):
     """The bank's subscriptions by key; the loop only walks them for their addresses."""

@@ -155,16 +155,22 @@ def quality_of(cls: str, flags: tuple[str, ...]) -> str:
     return CLASSES[cls][1]
 
 
+#: `t` quality bits (IEC 61850-8-1 TimeQuality): ClockFailure, ClockNotSynchronized. A
+#: publisher whose clock says either (a relay restarted before its clock synchronised) is
+#: not judged by how old its `t` is
+UNTRUSTED_CLOCK = 0x40 | 0x20
+
+
 def _stale(ctx, hdr, cls: str, alt: bool) -> bool:
     """A new state or restart that is old: its `t` older than its sequence's last `t` by more
-    than the skew, or (a restart) the same stNum, an sqNum not after the last and a `t` not
-    newer: a copy of a frame the stream already had."""
+    than the skew, or (a restart) a copy of the last state the stream had: the same stNum
+    and data, an sqNum not after the last, and a `t` not newer."""
     ref = ctx["alt_t_ns" if alt else "t_ns"]
     t = hdr.t.to_ns()
     skew = ctx["skew_ns"]
-    if ref and t < ref - skew:
+    if ref and t < ref - skew and not hdr.t.quality & UNTRUSTED_CLOCK:
         return True
-    if cls != "restart" or hdr.st_num != ctx["st"]:
+    if cls != "restart" or hdr.st_num != ctx["st"] or hdr.all_data != ctx["data"]:
         return False
     return sq_order(ctx["sq"], hdr.sq_num)[0] <= 0 and t <= ref + skew
 

@@ -116,6 +116,10 @@ def accept(ctx, ev):
     out: list = [report, StartTimer("tal", tal_ns, "tal_expired")]
     move = _move_alt if v.alt else _move_main
     update = move(ctx, v, hdr, now, tal_ns)
+    if refused is not None and "t_ns" in update:
+        # a state the rules refused is followed (stNum) but its `t` is no reference: a
+        # frame that failed the checks must not make the genuine next state look stale
+        del update["t_ns"]
     if "two_sequences" in flags or "two_sources" in flags:
         update["conflict"] = True
         update["alt_by_source"] = "two_sources" in flags

@@ -198,6 +198,21 @@ class SubscriberBank:
 
     # -- frames -------------------------------------------------------------------------
 
+    def rejects(self, buf: bytes) -> bool:
+        """A frame of no subscription, by its gocbRef TLV at fixed offsets (no parse):
+        counted `unmatched`, and the shell drops it before anything else is done for it
+        (no report, no dispatch), so a flood of other streams on the subscribed address
+        costs this lookup a frame. False in observer mode and for a frame cut short (the
+        full path says what is wrong with it)."""
+        wanted = self.wanted
+        if wanted is None:
+            return False
+        key = stream_key(buf)
+        if key in wanted or not _whole_tlv(key):
+            return False
+        self.unmatched += 1
+        return True
+
     def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None):
         """Judge one frame from network `side` ("A" or "B").
 
@@ -208,9 +223,8 @@ class SubscriberBank:
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
         preferred mode: supervised, not delivered)."""
         key = stream_key(buf)
-        wanted = self.wanted
-        if wanted is not None and key not in wanted:
-            if key is None or len(key) < 2 or len(key) != 2 + key[1]:
+        if self.wanted is not None and key not in self.wanted:
+            if not _whole_tlv(key):
                 self.malformed += 1  # cut short before its gocbRef ends
                 self.last_error = "truncated before the end of gocbRef"
                 return None, None, "malformed"
@@ -656,6 +670,11 @@ def _repeat_report(stream_id: str, st_num: int | None) -> dict[str, Any]:
         "previous": None,
         "refused": None,
     }
+
+
+def _whole_tlv(key: bytes | None) -> bool:
+    """`stream_key` found a whole short-form TLV (not a frame cut short inside it)."""
+    return key is not None and len(key) >= 2 and len(key) == 2 + key[1]
 
 
 def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
