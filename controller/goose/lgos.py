@@ -32,9 +32,10 @@ def learn_source(ctx, ev):
     never silently: whoever spoke first may not be the publisher, so it is an alarm (it
     stays until the source is configured), and a second source is a conflict, not a
     lock-out of the first (`subscriber.py`)."""
-    simulated, mac = ev.payload
+    simulated, mac, subscribed = ev.payload
+    learned = {"sim_src" if simulated else "src": mac}
+    if not subscribed:
+        return learned  # observer mode: supervised and shown, never acted on
     detail = f"learned {format_mac(mac)} (no src configured: configure it to check it)"
-    return [
-        {"sim_src" if simulated else "src": mac},
-        Alarm(f"goose_source:{ctx['stream']}{'~sim' if simulated else ''}", True, detail),
-    ]
+    name = f"goose_source:{ctx['stream']}{'~sim' if simulated else ''}"
+    return [learned, Alarm(name, True, detail)]

@@ -277,7 +277,9 @@ class SubscriberBank:
                 stream = stream.sim or self._open_sim(stream, now_ns)
             expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
             if expected is None:
-                self.runner.feed(stream.lgos.id, "source", now_ns, (stream.is_sim, full.src))
+                # a subscription learns it with an alarm (observer mode acts on nothing)
+                learned = (stream.is_sim, full.src, stream.sub is not None)
+                self.runner.feed(stream.lgos.id, "source", now_ns, learned)
             elif full.src != expected:
                 if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
                     stream.counts["foreign_source"] += 1
