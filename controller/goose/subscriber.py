@@ -403,7 +403,7 @@ class SubscriberBank:
             return None
         tal_ns = tal_ms * 1_000_000
         if stream.tal_limit_ns and tal_ns > stream.tal_limit_ns:
-            tal_ns = stream.tal_limit_ns
+            return None  # a TAL beyond the bound: the judge bounds it and flags it
         deadline = now_ns + tal_ns
         fold = (sq, now_ns, tal_ns)
         if not timers.move(stream.id, "tal", deadline, fold):
