@@ -146,7 +146,7 @@ def test_expected_confrev_is_the_configured_one_else_the_first_seen():
 
 def test_a_second_source_of_a_learned_gocbref_is_a_conflict_never_a_lockout():
     """No source configured: the first one seen is learned (with an alarm), and frames from
-    a second one are a sequence of their own, a conflict (issue 23: a flood from another
+    a second one are a sequence of their own, a conflict (a flood from another
     MAC before the IED made the attacker's MAC the expected one and locked the IED out)."""
     f = Feed(hub())
     f(frame(1, 0))

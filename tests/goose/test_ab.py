@@ -123,7 +123,7 @@ def test_preferred_mode_failover_and_manual_failback():
 
 
 def test_two_networks_each_second_copy_is_a_duplicate_whatever_the_batch_order():
-    """`listen --iface-b` without A/B configured (issue 24 item 10): the two sockets are
+    """`listen --iface-b` without A/B configured: the two sockets are
     read batch by batch, so A's n and n+1 can come before B's n and n+1. On one stream
     machine B's n was `out_of_order`, the machine followed its sqNum, and B's n+1 was a
     second `retransmission` (14 times in 6 runs). Receiving on two networks merges."""
