@@ -27,6 +27,7 @@ CORE = {
     "controller.link",
     "controller.logic",
     "controller.ports",
+    "controller.prp",
 }
 
 #: unit -> the units it may import (besides itself)
@@ -40,6 +41,7 @@ ALLOWED: dict[str, set[str]] = {
     "firmware_sim": {"protocols", "controller.engine"},
     "controller.goose": {"protocols", "controller.engine", "controller.config"},
     "controller.link": {"protocols", "controller.engine", "controller.config"},
+    "controller.prp": {"protocols", "controller.engine", "controller.config"},
     "controller.logic": {
         "protocols",
         "controller.engine",
