@@ -1,12 +1,12 @@
 """A capture put back on a wire: pacing, the sockets, progress (`goosectl replay --iface`).
 
 The pure part (what each frame becomes: source MAC, ``t``, stNum/sqNum) is
-`controller.replay.wire_rewrite`; this module owns the clocks and sockets. Pacing is by
-the monotonic clock: frame i is due at start + (ts_i - ts_0) / speed (``speed`` None: top
-speed; ``pps``: one frame every 1/pps s), slept for, never spun (the host's cores are
-shared with the controller under test). A frame the kernel refuses for a full queue is
-retried after a short sleep (counted); a link that goes down is counted and the frame
-skipped, so a replay never stops on one send.
+`controller.replay.wire_rewrite`, handed in by the command; this module owns the clocks
+and sockets. Pacing is by the monotonic clock: frame i is due at start + (ts_i - ts_0) /
+speed (``speed`` None: top speed; ``pps``: one frame every 1/pps s), slept for, never
+spun (the host's cores are shared with the controller under test). A frame the kernel
+refuses for a full queue is retried after a short sleep (counted); a link that goes down
+is counted and the frame skipped, so a replay never stops on one send.
 """
 
 from __future__ import annotations
@@ -16,9 +16,8 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
-from controller.replay.wire_rewrite import WireRewrite
 from protocols.ethernet.pcap import read_capture
 from protocols.ethernet.rawsock import (
     LinkDownError,
@@ -34,6 +33,29 @@ TX_RETRY_S = 0.0005
 PROGRESS_S = 1.0
 #: waits shorter than this are not slept (the sleep would overshoot more than it waits)
 MIN_SLEEP_S = 0.0002
+
+
+class Rewriter(Protocol):
+    """What each frame becomes (`controller.replay.wire_rewrite.WireRewrite`, given by the
+    command: the shell does not import the replay package)."""
+
+    time_shift_ns: int | None
+
+    def new_loop(self) -> None: ...
+
+    def apply(self, data: bytes) -> bytes: ...
+
+
+class Verbatim:
+    """No rewrite: every frame as captured."""
+
+    time_shift_ns: int | None = None
+
+    def new_loop(self) -> None:
+        pass
+
+    def apply(self, data: bytes) -> bytes:
+        return data
 
 
 class Progress(NamedTuple):
@@ -52,7 +74,7 @@ class WireReplaySpec:
     speed: float | None = 1.0
     pps: float | None = None
     loops: int = 1
-    rewrite: WireRewrite = field(default_factory=WireRewrite)
+    rewrite: Rewriter = field(default_factory=Verbatim)
     #: called with the frame and the side it goes on, returns the bytes for that side
     #: (PRP puts a trailer per LAN there); None: the same bytes on every side
     per_side: Callable[[bytes, str], bytes] | None = None
