@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from controller.config.base import Cfg
+from controller.config.prp import PrpCfg
 from protocols.ethernet.mac import MacError, parse_mac
 from protocols.ethernet.ring import RingSpec, RingSpecError
 
@@ -195,6 +196,7 @@ class GooseConfig(Cfg):
     interface_a: str | None = None
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
+    prp: PrpCfg = Field(default_factory=PrpCfg)
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
     max_streams: int = Field(
