@@ -24,15 +24,23 @@ def add_arg(p: argparse.ArgumentParser) -> None:
     )
 
 
-def config_with(config: GooseConfig, args: argparse.Namespace) -> GooseConfig:
-    """The config with ``--prp`` applied, the interfaces checked for the mode."""
+def config_with(
+    config: GooseConfig,
+    args: argparse.Namespace,
+    iface: str | None = None,
+    iface_b: str | None = None,
+) -> GooseConfig:
+    """The config with ``--prp`` applied, the interfaces (``args.iface`` and
+    ``args.iface_b`` unless given) checked for the mode."""
     mode = getattr(args, "prp", None)
     if mode is not None and mode != config.prp.mode:
         config = config.model_copy(update={"prp": config.prp.model_copy(update={"mode": mode})})
-    if config.prp.mode == "kernel":
-        if getattr(args, "iface_b", None):
+    iface = iface or getattr(args, "iface", None)
+    iface_b = iface_b or getattr(args, "iface_b", None)
+    if config.prp.mode == "kernel" and iface:
+        if iface_b:
             raise CommandError("--prp kernel: give the PRP device as --iface, no --iface-b")
-        why = check_kernel_device(args.iface)
+        why = check_kernel_device(iface)
         if why is not None:
             raise CommandError(f"--prp kernel: {why}")
     return config

@@ -138,3 +138,71 @@ def test_kernel_prp_device_carries_goosectl_frames(lans) -> None:
     lines = stop(proc, out)
     frames = [x for x in lines if "frame" in x and "class" in x]
     assert sorted(f["stNum"] for f in frames) == list(range(1, 51))
+
+
+def tshark_rows(path, fields: list[str]) -> list[dict[str, str]]:
+    args = ["tshark", "-o", "prp.enable:TRUE", "-r", str(path), "-T", "fields",
+            "-E", "occurrence=f"]  # fmt: skip
+    for f in fields:
+        args += ["-e", f]
+    res = subprocess.run(args, capture_output=True, text=True, check=True, timeout=120)
+    return [dict(zip(fields, x.split("\t"), strict=True)) for x in res.stdout.splitlines()]
+
+
+@pytest.mark.parametrize("vlan", [None, "10"])
+def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_path, vlan):
+    """`publish --prp native` on A and B, recorded by `goosectl capture` on the far ends
+    (one file, two interfaces), read by tshark: every GOOSE frame once per LAN with the
+    same SeqNr, LanId A on A and B on B, the right LSDUsize, tagged or not; supervision
+    frames on both LANs, version 1, TLV 20."""
+    left, right, _ = lans
+    path = tmp_path / "prp.pcapng"
+    cap = right.popen(
+        [sys.executable, "-u", "-m", "controller", "capture", "--iface", "ra", "--iface-b", "rb",
+         "-w", str(path), "--filter", "prp"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    cap_out = Lines(cap.stdout)
+    cap_out.wait_for_json(lambda x: x.get("event") == "capturing", "capturing")
+    value = '[{"type":"boolean","value":true}]'
+    pub = left.popen(
+        [sys.executable, "-u", "-m", "controller", "publish", "--iface", "ta", "--iface-b",
+         "tb", "--gocbref", "PRPPUB/LLN0$GO$gcb1", "--appid", "0x3001", "--dst",
+         "01:0c:cd:01:00:01", "--values", value, "--prp", "native", "--json",
+         "--max-time", "200", *(["--vlan", vlan] if vlan else [])],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    out, err = pub.communicate('[{"type":"boolean","value":false}]\n', timeout=60)
+    assert pub.returncode == 0, err
+    done = json.loads(out.strip().splitlines()[-1])
+    cap.terminate()
+    cap.wait(timeout=60)
+    assert cap.returncode == 0, cap.stderr.read()
+    fields = ["frame.interface_id", "eth.type", "vlan.id", "goose.sqNum",
+              "prp.trailer.prp_sequence_nr", "prp.trailer.prp_lan", "prp.trailer.prp_size",
+              "frame.len", "hsr_prp_supervision.version",
+              "hsr_prp_supervision.tlv.type"]  # fmt: skip
+    rows = tshark_rows(path, fields)
+    goose = [r for r in rows if r["goose.sqNum"]]
+    sup = [r for r in rows if r["hsr_prp_supervision.version"]]
+    by_lan = {lan: [r for r in goose if r["frame.interface_id"] == i]
+              for lan, i in (("10", "0"), ("11", "1"))}  # fmt: skip
+    assert len(by_lan["10"]) == len(by_lan["11"]) > 4
+    for lan, frames in by_lan.items():
+        assert {r["prp.trailer.prp_lan"] for r in frames} == {lan}
+    pairs_a = [(r["goose.sqNum"], r["prp.trailer.prp_sequence_nr"]) for r in by_lan["10"]]
+    pairs_b = [(r["goose.sqNum"], r["prp.trailer.prp_sequence_nr"]) for r in by_lan["11"]]
+    assert pairs_a == pairs_b  # the same SeqNr for the same frame on both LANs
+    seqs = [int(s) for _, s in pairs_a]
+    assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)  # one counter, onwards
+    tag = 4 if vlan else 0
+    for r in goose + sup:
+        assert int(r["prp.trailer.prp_size"]) == int(r["frame.len"]) - 14 - (
+            tag if r["vlan.id"] else 0
+        )
+    if vlan:
+        assert {r["vlan.id"] for r in goose} == {vlan}
+    assert {r["frame.interface_id"] for r in sup} == {"0", "1"}
+    assert all(r["hsr_prp_supervision.tlv.type"] == "20" for r in sup)
+    assert all(r["prp.trailer.prp_size"] == "52" for r in sup)
+    assert done["prp"]["lreCntTxA"] == done["prp"]["lreCntTxB"] == len(by_lan["10"]) + len(sup) // 2
