@@ -22,6 +22,9 @@ import signal
 import sys
 
 from controller.cli import CommandError
+from controller.commands import _prp
+from controller.config.goose import GooseConfig
+from controller.prp import Lre, LreConfig
 from controller.replay.wire_rewrite import WireRewrite
 from controller.shell.goose_live import require_raw_sockets
 from controller.shell.wire_replay import (
@@ -34,6 +37,8 @@ from controller.shell.wire_replay import (
 from protocols.ethernet.mac import parse_mac
 from protocols.ethernet.pcap import CaptureError
 from protocols.ethernet.rawsock import RawSocket, RawSocketError
+from protocols.prp import ETHERTYPE as PRP_ETHERTYPE
+from protocols.prp import parse_rct, strip_rct
 
 
 def add_args(p: argparse.ArgumentParser) -> None:
@@ -62,6 +67,36 @@ def add_args(p: argparse.ArgumentParser) -> None:
         help="with --continue-stnum: listen this long at most for the live streams "
         "(default 3; ends as soon as every stream of the capture was heard)",
     )
+
+
+class PrpTrailers:
+    """``--prp``: the capture's trailers replaced per LAN. A captured trailer carries the
+    recording node's SeqNr and one LanId: replayed on both LANs a peer would count wrong
+    LANs, and replayed twice within 400 ms drop the second pass as duplicates. So a valid
+    trailer is stripped and (native) a fresh one appended from this node's own SeqNr
+    counter, LanId A on --iface and B on --iface-b; the kernel's PRP device (kernel)
+    appends its own. The capture's supervision frames (the recording node's) are not
+    replayed."""
+
+    def __init__(self, mode: str) -> None:
+        self.native = mode == "native"
+        self.lre = Lre(LreConfig())
+        self._last: tuple[bytes, bytes, bytes] | None = None
+        self.stripped = 0
+
+    def __call__(self, frame: bytes, side: str) -> bytes | None:
+        last = self._last
+        if last is None or last[0] is not frame:
+            et = frame[16:18] if frame[12:14] == b"\x81\x00" else frame[12:14]
+            if int.from_bytes(et, "big") == PRP_ETHERTYPE:
+                return None
+            body = frame
+            if parse_rct(frame) is not None:
+                body = strip_rct(frame)
+                self.stripped += 1
+            a, b = self.lre.send(body) if self.native else (body, body)
+            last = self._last = (frame, a, b)
+        return last[1] if side == "A" else last[2]
 
 
 def wanted(args: argparse.Namespace) -> bool:
@@ -105,6 +140,8 @@ def run(args: argparse.Namespace) -> int:
     if reason:
         raise CommandError(reason)
     ifaces = {"A": args.iface, **({"B": args.iface_b} if args.iface_b else {})}
+    prp_mode = _prp.config_with(GooseConfig(), args).prp.mode
+    trailers = PrpTrailers(prp_mode) if prp_mode != "off" else None
     socks: dict[str, RawSocket] = {}
     try:
         try:
@@ -127,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
                 pps=pps,
                 loops=args.loop,
                 rewrite=rewrite,
+                per_side=trailers,
                 rewrite_time_now=args.rewrite_time == "now",
             )
             replay = WireReplay(spec, socks, on_progress=None if args.quiet else _progress)
@@ -149,6 +187,7 @@ def run(args: argparse.Namespace) -> int:
                 "sent": stats.per_side,
                 "rewritten": rewrite.rewritten,
                 "not_rewritten": rewrite.not_rewritten,
+                **({"prp_trailers_replaced": trailers.stripped} if trailers else {}),
                 "continued": sorted(f"{g} (APPID {a:#06x})" for g, a in heard),
                 "tx_retries": stats.tx_retries,
                 "link_down": stats.link_down,

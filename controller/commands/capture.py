@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError
+from controller.commands import _prp
 from controller.commands.replay import load_goose_config
 from controller.shell.capture import FILTERS, Capture, CaptureSpec
 from controller.shell.goose_live import require_raw_sockets
@@ -43,10 +44,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--filter",
         choices=sorted(FILTERS),
-        default="goose",
         help="goose: EtherType 0x88B8; prp: GOOSE and PRP supervision (0x88FB); all: every "
-        "frame (default goose)",
+        "frame (default goose, prp with --prp native or kernel)",
     )
+    _prp.add_arg(p)
     p.add_argument(
         "--config", help="the receive ring (`goose.rx_ring`) from this config; default 10,000"
     )
@@ -68,7 +69,9 @@ def _check(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     _check(args)
-    config = load_goose_config(Path(args.config) if args.config else None)
+    config = _prp.config_with(load_goose_config(Path(args.config) if args.config else None), args)
+    if args.filter is None:
+        args.filter = "goose" if config.prp.mode == "off" else "prp"
     reason = require_raw_sockets()
     if reason:
         raise CommandError(reason)

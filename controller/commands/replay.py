@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
-from controller.commands import _replay_wire
+from controller.commands import _prp, _replay_wire
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -84,6 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="with --device sim: the controller's behaviour mode (default: logic.mode)",
     )
     _replay_wire.add_args(p)
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 

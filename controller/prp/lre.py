@@ -291,11 +291,13 @@ class Lre:
             if node.kind != "DANP":
                 continue
             assert node.seen_a is not None and node.seen_b is not None
-            silent = None
-            if now_ns - node.seen_a > cfg.silent_ns:
-                silent = "A"
-            elif now_ns - node.seen_b > cfg.silent_ns:
-                silent = "B"
+            # one LAN quiet while the other is not: a node quiet on both has gone (or
+            # stopped sending), which is not a LAN's fault
+            quiet_a = now_ns - node.seen_a > cfg.silent_ns
+            quiet_b = now_ns - node.seen_b > cfg.silent_ns
+            silent = "A" if quiet_a and not quiet_b else "B" if quiet_b and not quiet_a else None
+            if quiet_a and quiet_b:
+                silent = node.silent  # unchanged until it is heard again
             if silent != node.silent:
                 if silent is not None:
                     s = (now_ns - (node.seen_a if silent == "A" else node.seen_b)) / 1e9

@@ -76,8 +76,9 @@ class WireReplaySpec:
     loops: int = 1
     rewrite: Rewriter = field(default_factory=Verbatim)
     #: called with the frame and the side it goes on, returns the bytes for that side
-    #: (PRP puts a trailer per LAN there); None: the same bytes on every side
-    per_side: Callable[[bytes, str], bytes] | None = None
+    #: (PRP puts a trailer per LAN there) or None (not sent there); None: the same bytes
+    #: on every side
+    per_side: Callable[[bytes, str], bytes | None] | None = None
     #: `rewrite_time_now`: every loop's first GOOSE frame carries the time it is sent
     rewrite_time_now: bool = False
 
@@ -207,7 +208,7 @@ class WireReplay:
                 stats.frames += 1
                 for side, sock in self.socks.items():
                     frame = spec.per_side(out, side) if spec.per_side else out
-                    if self._send(sock, frame):
+                    if frame is not None and self._send(sock, frame):
                         stats.sent += 1
                         stats.per_side[side] += 1
                 now = time.monotonic()

@@ -206,3 +206,40 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     assert all(r["hsr_prp_supervision.tlv.type"] == "20" for r in sup)
     assert all(r["prp.trailer.prp_size"] == "52" for r in sup)
     assert done["prp"]["lreCntTxA"] == done["prp"]["lreCntTxB"] == len(by_lan["10"]) + len(sup) // 2
+
+
+@pytest.mark.parametrize("prp", ["native", "off"])
+def test_replay_rebuilds_the_trailers_per_lan(lans, tmp_path, prp) -> None:
+    """A capture taken on LAN A (LanId A, the recording node's SeqNrs) replayed on both
+    LANs twice: with `--prp native` the trailers are this node's, LanId A on A and B on B,
+    the second pass not taken for duplicates of the first; verbatim (`off`) the far LRE
+    counts every B copy as a wrong LAN."""
+    from protocols.ethernet.pcap import PcapWriter
+
+    left, right, _ = lans
+    sc = Scenario(states=40).build()
+    path = tmp_path / "lan_a.pcap"
+    with PcapWriter(path) as w:
+        for a in sc.arrivals:
+            if a.port == "A":
+                w.write(a.frame, 1_000_000_000 + a.ns)
+    proc, out = listen(right, "--prp", "native")
+    done = left.run([sys.executable, "-m", "controller", "replay", str(path), "--iface", "ta",
+                     "--iface-b", "tb", "--pps", "2000", "--loop", "2", "--continue-stnum",
+                     "--continue-wait", "0.1", "--prp", prp], check=False)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    wait_frames(out, 80 if prp == "native" else 40)
+    lines = stop(proc, out)
+    frames = [x for x in lines if "frame" in x and "class" in x]
+    (counters,) = [x["counters"] for x in lines if x.get("event") == "prp"]
+    if prp == "native":
+        assert sorted(f["stNum"] for f in frames) == list(range(1, 81))
+        assert sorted(f["prp.trailer.prp_sequence_nr"] for f in frames) == list(range(80))
+        assert counters["lreCntDuplicateA"] + counters["lreCntDuplicateB"] == 80
+        assert counters["lreCntErrWrongLanA"] == counters["lreCntErrWrongLanB"] == 0
+        assert json.loads(done.stdout.splitlines()[-1])["prp_trailers_replaced"] == 80
+    else:
+        # the recording node's SeqNrs again within 400 ms: the second pass is taken for
+        # duplicates of the first, and every B copy carries LanId A
+        assert sorted(f["stNum"] for f in frames) == list(range(1, 41))
+        assert counters["lreCntErrWrongLanB"] == 80

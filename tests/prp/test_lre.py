@@ -176,4 +176,6 @@ def test_supervision_node_table_and_a_silent_lan() -> None:
     frames = dict(peer.supervision(t))
     me.receive(frames["B"], "B", t)
     assert [a.kind for a in me.tick(t)] == ["lan_back"]
+    # quiet on both LANs: the node has gone, no LAN is blamed; forgotten after 60 s
+    assert me.tick(t + 10_000 * MS) == []
     assert me.tick(t + 61_000 * MS) == [] and me.counters()["lreCntNodes"] == 0
