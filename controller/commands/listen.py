@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     prp = _prp.start(live, config, reporter)
     if prp is not None:
-        reporter.set_source(lambda: prp.last)
+        reporter.set_source(prp.last_trailer)
 
     def on_effects(out: list) -> None:
         reporter.effects(out)

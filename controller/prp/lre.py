@@ -50,6 +50,7 @@ from protocols.prp import (
     parse_supervision,
     read_rct,
 )
+from protocols.prp.rct import ETH_HLEN
 
 ENTRY_FORGET_NS = 400_000_000
 LIFE_CHECK_NS = 2_000_000_000
@@ -61,6 +62,12 @@ MAX_ENTRIES = 65_536
 MAX_NODES = 4_096
 #: a PRP frame's LanId for each port
 LAN_OF = {"A": LAN_A, "B": LAN_B}
+
+#: the counter an entry leaving the table adds to, by the port of its first copy and its
+#: copies (1: Unique, 2: Duplicate, 3 or more: Multi)
+_VERDICT = {
+    p: ("", f"lreCntUnique{p}", f"lreCntDuplicate{p}", f"lreCntMulti{p}") for p in ("A", "B")
+}
 
 COUNTERS = (
     "lreCntTxA", "lreCntTxB", "lreCntRxA", "lreCntRxB", "lreCntErrWrongLanA",
@@ -136,10 +143,20 @@ class Lre:
     seq: int = 0
     sup_seq: int = 0
     next_supervision: int | None = None
-    counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
-    #: (source MAC, SeqNr) -> [port of the first copy, its time, copies seen]
-    table: dict[tuple[bytes, int], list] = field(default_factory=dict)
-    _order: deque[tuple[int, tuple[bytes, int]]] = field(default_factory=deque)
+    _counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
+    #: lreCntRxA/B, kept apart from the other counters: the hot path adds to them
+    _rx: dict[str, int] = field(default_factory=lambda: {"A": 0, "B": 0})
+    #: per port, frame length -> the last four octets a PRP frame of that length ends with
+    _tails: dict[str, dict[int, bytes]] = field(default_factory=lambda: {"A": {}, "B": {}})
+    _next_age: int = 0
+    #: alarms raised by `receive` not yet taken (the shell reports and clears them)
+    pending: list[Alarm] = field(default_factory=list)
+    #: SeqNr (2 octets) + source MAC (6) -> one int: the first copy's time << 3, 4 if it
+    #: came on B, and the copies seen (1, 2, 3 for three or more). Ints and bytes only,
+    #: so the garbage collector never walks the table
+    table: dict[bytes, int] = field(default_factory=dict)
+    #: the table's keys in the order they came (oldest first): the aging order
+    _order: deque[bytes] = field(default_factory=deque)
     #: the node table, least recently heard first (the one evicted when it is full)
     nodes: OrderedDict[bytes, Node] = field(default_factory=OrderedDict)
     #: sources alarmed for a crossed cable, per port (until a right LanId is seen)
@@ -147,79 +164,157 @@ class Lre:
     supervision_errors: int = 0
     evicted: int = 0
     last_error: str | None = None
+    _fast: bool = True
+
+    def __post_init__(self) -> None:
+        self.forget_ns = self.cfg.entry_forget_ns
+        self.max_entries = self.cfg.max_entries
+        self._refresh()
+
+    @property
+    def counts(self) -> dict[str, int]:
+        """The MIB counters (a copy)."""
+        return {**self._counts, "lreCntRxA": self._rx["A"], "lreCntRxB": self._rx["B"]}
 
     # -- receive ---------------------------------------------------------------------------
 
+    def deliver(self, frame: bytes, port: Port, now_ns: int) -> bytes | None:
+        """The hot path: what goes up for one received frame (trailer stripped), or None
+        (a duplicate dropped, a supervision frame taken); alarms wait in ``pending``.
+
+        The common frame (untagged bytes, a trailer whose LanId is this port's and whose
+        LSDUsize is the frame's, discard on, no crossed cable watched) costs one compare
+        of its last four octets with the ones a frame of its length must end with
+        (cached per length and port), one dictionary lookup of (SeqNr, source MAC),
+        and for a first copy its entry; the table is aged only when its oldest entry
+        is due. Everything else takes `receive`, which says why."""
+        n = len(frame)
+        tail = self._tails[port].get(n)
+        if tail is None:
+            tail = self._tail(port, n)
+        if frame.endswith(tail) and frame[13] != 0xFB and self._fast:
+            self._rx[port] += 1
+            key = frame[n - 6 : n - 4] + frame[6:12]
+            table = self.table
+            entry = table.get(key)
+            if entry is not None:
+                if entry & 3 != 3:
+                    table[key] = entry + 1
+                return None
+            table[key] = (now_ns << 3) | (5 if port == "B" else 1)
+            self._order.append(key)
+            if now_ns >= self._next_age or len(table) > self.max_entries:
+                self._maintain(now_ns)
+            return frame[:-RCT_LEN]
+        return self.receive(frame, port, now_ns).frame
+
+    def _tail(self, port: Port, n: int) -> bytes:
+        """The last four octets a PRP frame of ``n`` octets (no inline tag) received on
+        ``port`` ends with; for a length no trailer can have, a value longer than the
+        frame (never matched)."""
+        size = n - ETH_HLEN
+        if RCT_LEN <= size <= 0x0FFF:
+            tail = ((LAN_OF[port] << 12) | size).to_bytes(2, "big") + b"\x88\xfb"
+        else:
+            tail = bytes(n + 1)
+        if len(self._tails[port]) < 8192:
+            self._tails[port][n] = tail
+        return tail
+
+    def _maintain(self, now_ns: int) -> None:
+        """Forget the entries past EntryForgetTime and any beyond the bound (each
+        counted), note when the next one is due. One loop, no call per entry: in a steady
+        stream every first copy retires one entry."""
+        order, table, counts = self._order, self.table, self._counts
+        limit = now_ns - self.forget_ns
+        bound = self.max_entries
+        while order:
+            entry = table[order[0]]
+            t = entry >> 3
+            if t > limit and len(table) <= bound:
+                break
+            del table[order.popleft()]
+            counts[_VERDICT["B" if entry & 4 else "A"][entry & 3]] += 1
+            if t > limit:
+                self.evicted += 1
+        self._next_age = (
+            (table[order[0]] >> 3) + self.forget_ns if order else now_ns + self.forget_ns
+        )
+
+    @property
+    def fast(self) -> bool:
+        """True while `deliver` may take its short way: discard on, no crossed cable
+        being watched (a right LanId then clears it)."""
+        return self._fast
+
+    def _refresh(self) -> None:
+        self._fast = self.cfg.discard and not self.crossed
+
     def receive(self, frame: bytes, port: Port, now_ns: int) -> RxVerdict:
         """One frame as it arrived on ``port`` (the kernel's tag already out of its bytes,
-        or inline: both give the right LSDUsize)."""
+        or inline: both give the right LSDUsize), with everything known about it."""
         rct = read_rct(frame)
         if rct is None:
             if len(frame) > 13 and frame[12] == 0x88 and frame[13] == 0xFB:
                 return self._supervision(frame, port, now_ns, None)
             return RxVerdict(frame, None)
         why = check_rct(frame, rct)
-        counts = self.counts
+        counts = self._counts
         if why is not None:
             counts["lreCntErrors" + port] += 1
             self.last_error = f"port {port}: {why}"
             return RxVerdict(frame, None)
-        counts["lreCntRx" + port] += 1
+        self._rx[port] += 1
         src = frame[6:12]
-        self._seen(src, port, now_ns)
         alarm = None
         wrong = rct.lan != LAN_OF[port]
         if wrong:
             counts["lreCntErrWrongLan" + port] += 1
             if (port, src) not in self.crossed:
                 self.crossed.add((port, src))
+                self._refresh()
                 other = "B" if port == "A" else "A"
                 alarm = Alarm(
                     "crossed_cable", port, src,
                     f"frames of {format_mac(src)} with LanId {other} arrive on port {port}: "
                     f"the LAN A and LAN B cables are likely crossed",
                 )  # fmt: skip
+                self.pending.append(alarm)
         elif self.crossed:
             self.crossed.discard((port, src))
+            self._refresh()
         if (frame[12] == 0x88 and frame[13] == 0xFB) or (
             frame[12] == 0x81 and frame[16] == 0x88 and frame[17] == 0xFB
         ):
             return self._supervision(frame, port, now_ns, rct)
         if not self.cfg.discard:
             return RxVerdict(frame[:-RCT_LEN], rct, wrong_lan=wrong, alarm=alarm)
-        if self._order and self._order[0][0] <= now_ns - self.cfg.entry_forget_ns:
-            self.age(now_ns)
-        key = (src, rct.seq)
+        n = len(frame)
+        key = frame[n - 6 : n - 4] + src
         entry = self.table.get(key)
         if entry is not None:
-            entry[2] += 1
+            if entry & 3 != 3:
+                self.table[key] = entry + 1
             return RxVerdict(None, rct, duplicate=True, wrong_lan=wrong, alarm=alarm)
-        self.table[key] = [port, now_ns, 1]
-        self._order.append((now_ns, key))
-        if len(self.table) > self.cfg.max_entries:
-            self._expire(self._order.popleft()[1])
-            self.evicted += 1
+        self.table[key] = (now_ns << 3) | (5 if port == "B" else 1)
+        self._order.append(key)
+        if now_ns >= self._next_age or len(self.table) > self.max_entries:
+            self._maintain(now_ns)
         return RxVerdict(frame[:-RCT_LEN], rct, wrong_lan=wrong, alarm=alarm)
 
-    def _expire(self, key: tuple[bytes, int]) -> None:
+    def _expire(self, key: bytes) -> None:
         entry = self.table.pop(key, None)
-        if entry is None:
-            return
-        copies = entry[2]
-        kind = "Unique" if copies == 1 else "Duplicate" if copies == 2 else "Multi"
-        self.counts[f"lreCnt{kind}{entry[0]}"] += 1
+        if entry is not None:
+            self._counts[_VERDICT["B" if entry & 4 else "A"][entry & 3]] += 1
 
     def age(self, now_ns: int) -> None:
         """Forget the entries older than EntryForgetTime (counting each)."""
-        limit = now_ns - self.cfg.entry_forget_ns
-        order = self._order
-        while order and order[0][0] <= limit:
-            self._expire(order.popleft()[1])
+        self._maintain(now_ns)
 
     def settle(self) -> None:
         """Every entry out of the table and counted, as if its time had run out."""
         while self._order:
-            self._expire(self._order.popleft()[1])
+            self._expire(self._order.popleft())
 
     def _seen(self, mac: bytes, port: str, now_ns: int) -> Node:
         nodes = self.nodes
@@ -253,8 +348,9 @@ class Lre:
         a = add_rct(frame, self.seq, LAN_A)
         self.seq = next_seq(self.seq)
         b = a[:-4] + bytes((a[-4] ^ ((LAN_A ^ LAN_B) << 4),)) + a[-3:]
-        self.counts["lreCntTxA"] += 1
-        self.counts["lreCntTxB"] += 1
+        counts = self._counts
+        counts["lreCntTxA"] += 1
+        counts["lreCntTxB"] += 1
         return a, b
 
     def supervision(self, now_ns: int) -> list[tuple[str, bytes]]:
@@ -271,8 +367,8 @@ class Lre:
                                          discard=cfg.discard, vlan_tci=cfg.vlan_tci,
                                          dst_last=cfg.supervision_last))
             )  # fmt: skip
-        self.counts["lreCntTxA"] += 1
-        self.counts["lreCntTxB"] += 1
+        self._counts["lreCntTxA"] += 1
+        self._counts["lreCntTxB"] += 1
         self.seq = next_seq(self.seq)
         self.sup_seq = (self.sup_seq + 1) & 0xFFFF
         return out

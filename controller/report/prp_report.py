@@ -30,8 +30,9 @@ def trailer_fields(rct: Rct, wrong_lan: bool = False) -> dict[str, Any]:
 
 
 class PrpReporter(Reporter):
-    """`Reporter` with the trailer on each frame line; ``last`` gives the LRE's verdict
-    on the frame being reported (None: read the trailer from the bytes)."""
+    """`Reporter` with the trailer on each frame line; ``last`` gives the trailer of the
+    frame being reported and whether it came on the wrong LAN (`PrpLive.last_trailer`;
+    None: read the trailer from the frame's own bytes)."""
 
     def __init__(self, *args: Any, last: Callable[[], Any] | None = None, **kw: Any) -> None:
         super().__init__(*args, **kw)
@@ -45,12 +46,12 @@ class PrpReporter(Reporter):
     def frame(
         self, number: int, ts_ns: int, buf: bytes, vlan: Vlan | None, effects: list[Any]
     ) -> None:
-        verdict = self._last() if self._last is not None else None
-        if verdict is not None:
-            rct, wrong = verdict.rct, verdict.wrong_lan
+        if self._last is not None:
+            got = self._last()
+            self._fields = None if got is None else trailer_fields(*got)
         else:
-            rct, wrong = parse_rct(buf), False
-        self._fields = None if rct is None else trailer_fields(rct, wrong)
+            rct = parse_rct(buf)
+            self._fields = None if rct is None else trailer_fields(rct)
         try:
             super().frame(number, ts_ns, buf, vlan, effects)
         finally:

@@ -27,10 +27,11 @@ from typing import Any
 
 from controller.config.prp import PrpCfg
 from controller.goose.effects import SendFrame
-from controller.prp import Alarm, Lre, LreConfig, RxVerdict
+from controller.prp import Alarm, Lre, LreConfig
+from controller.prp.lre import Port
 from controller.shell.goose_live import LiveGoose
 from protocols.ethernet.rawsock import RawSocket, RawSocketError
-from protocols.prp import ETHERTYPE, destination
+from protocols.prp import ETHERTYPE, LAN_IDS, Rct, destination, parse_rct
 
 #: how many sent frames keep their pair of trailed copies (a side held by a full queue
 #: and sent later still gets the SeqNr its other copy went out with)
@@ -55,8 +56,9 @@ class PrpLive:
             )
         )
         self.sides = {sock: side for side, sock in live.socks.items()}
-        #: the verdict on the frame last handed to the hub (its trailer, for the reports)
-        self.last: RxVerdict | None = None
+        #: the frame last received and its side, as it came (trailer on), for the reports
+        self.last: bytes | None = None
+        self.last_side: str | None = None
         self.alarms: list[Alarm] = []
         self.on_alarm: Callable[[Alarm], None] | None = None
         self._pairs: OrderedDict[int, tuple[SendFrame, bytes, bytes]] = OrderedDict()
@@ -74,13 +76,28 @@ class PrpLive:
 
     # -- the hooks LiveGoose calls ---------------------------------------------------------
 
-    def receive(self, frame: bytes, side: str, now_ns: int) -> bytes | None:
-        """The frame for the hub, or None (a duplicate, counted by the LRE)."""
-        v = self.lre.receive(frame, "A" if side == "A" else "B", now_ns)
-        if v.alarm is not None:
-            self._alarm(v.alarm)
-        self.last = v
-        return v.frame
+    def receive(self, frame: bytes, side: Port, now_ns: int) -> bytes | None:
+        """The frame for the hub, or None (a duplicate, counted by the LRE). Kept to a
+        few operations beyond the LRE's own: this runs for every frame received."""
+        self.last = frame
+        self.last_side = side
+        lre = self.lre
+        out = lre.deliver(frame, side, now_ns)
+        if lre.pending:
+            for alarm in lre.pending:
+                self._alarm(alarm)
+            lre.pending.clear()
+        return out
+
+    def last_trailer(self) -> tuple[Rct, bool] | None:
+        """The trailer of the frame last received and whether its LanId was the other
+        LAN's (for the reports; computed only when asked)."""
+        if self.last is None:
+            return None
+        rct = parse_rct(self.last)
+        if rct is None:
+            return None
+        return rct, rct.lan != LAN_IDS.get(self.last_side or "", rct.lan)
 
     def outgoing(self, e: SendFrame, sock: RawSocket) -> bytes:
         """The bytes of ``e`` for the side of ``sock``: one SeqNr for both copies."""
@@ -123,6 +140,9 @@ class PrpLive:
         now = time.monotonic_ns()
         for rx in batch:
             self.lre.receive(rx.frame, "A" if side == "A" else "B", now)
+        for alarm in self.lre.pending:
+            self._alarm(alarm)
+        self.lre.pending.clear()
 
     def _alarm(self, alarm: Alarm) -> None:
         self.alarms.append(alarm)
