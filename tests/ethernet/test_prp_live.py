@@ -243,3 +243,31 @@ def test_replay_rebuilds_the_trailers_per_lan(lans, tmp_path, prp) -> None:
         # duplicates of the first, and every B copy carries LanId A
         assert sorted(f["stNum"] for f in frames) == list(range(1, 41))
         assert counters["lreCntErrWrongLanB"] == 80
+
+
+def test_two_goosectl_nodes_see_each_other_as_danp(lans) -> None:
+    """`publish --prp native` towards `listen --prp native`: every frame delivered once
+    (LAN B's copies dropped), and the publisher in the listener's node table as a DANP,
+    from its supervision frames on both LANs."""
+    left, right, _ = lans
+    proc, out = listen(right, "--prp", "native")
+    value = '[{"type":"boolean","value":true}]'
+    pub = left.popen(
+        [sys.executable, "-u", "-m", "controller", "publish", "--iface", "ta", "--iface-b",
+         "tb", "--gocbref", "PRPPUB/LLN0$GO$gcb1", "--appid", "0x3001", "--dst",
+         "01:0c:cd:01:00:01", "--values", value, "--prp", "native", "--max-time", "200"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    _, err = pub.communicate('[{"type":"boolean","value":false}]\n', timeout=60)
+    assert pub.returncode == 0, err
+    lines = stop(proc, out)
+    frames = [x for x in lines if "frame" in x and "class" in x]
+    pairs = [(f["stNum"], f["sqNum"]) for f in frames]
+    assert pairs and len(set(pairs)) == len(pairs)  # each frame once
+    (prp,) = [x for x in lines if x.get("event") == "prp"]
+    c = prp["counters"]
+    assert c["lreCntRxA"] >= len(frames) and c["lreCntRxB"] >= len(frames)
+    assert c["lreCntDuplicateA"] + c["lreCntDuplicateB"] == len(frames)
+    src = frames[0]["src"]
+    assert [(n["mac"], n["type"]) for n in prp["nodes"]] == [(src, "DANP")]
+    assert c["lreCntNodes"] == 1
