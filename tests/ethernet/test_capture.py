@@ -195,3 +195,22 @@ def test_rotation_keeps_the_newest_files(wire, tmp_path) -> None:
     # what is kept is the tail of what was sent
     kept = [x.data for f in files for x in read_capture(f)]
     assert kept == ABB[-len(kept) :]
+
+
+def test_without_a_ring_the_tag_comes_back_from_auxdata(wire, tmp_path) -> None:
+    """`rx_ring: {version: 0}`: frames through recvmsg, the stripped tag read from
+    PACKET_AUXDATA and put back all the same (a burst small enough for the socket
+    buffer, sent one frame at a time)."""
+    cfg = tmp_path / "noring.yaml"
+    cfg.write_text("rx_ring:\n  version: 0\n")
+    out = tmp_path / "aux.pcapng"
+    sent = [DEMO, *GE, *ABB[:20]]
+    cap = Capturer(wire.right, "--iface", wire.veth.b, "-w", str(out), "-c", str(len(sent)),
+                   "--config", str(cfg))  # fmt: skip
+    assert cap.ready["rx"] == {"A": "recvmsg"}
+    sock = wire.open("a", timestamps=False)
+    for f in sent:
+        sock.send(f)
+    summary = cap.finish()
+    assert summary["frames"] == len(sent)
+    assert [f.data for f in read_capture(out)] == sent
