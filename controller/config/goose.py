@@ -196,7 +196,11 @@ class GooseConfig(Cfg):
     interface_a: str | None = None
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
-    prp: PrpCfg = Field(default_factory=PrpCfg)
+    prp: PrpCfg = Field(
+        default_factory=PrpCfg,
+        description="PRP (IEC 62439-3): off, native (goosectl is the LRE on interface_a and "
+        "interface_b) or kernel (interface_a is the kernel's PRP device); see docs/prp.md",
+    )
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
     max_streams: int = Field(
