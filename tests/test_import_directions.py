@@ -31,6 +31,7 @@ CORE = {
     "controller.link",
     "controller.logic",
     "controller.ports",
+    "controller.prp",
 }
 
 #: unit -> the units it may import (besides itself)
@@ -44,6 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "firmware_sim": {"protocols", "controller.engine"},
     "controller.goose": {"protocols", "controller.engine", "controller.config"},
     "controller.link": {"protocols", "controller.engine", "controller.config"},
+    "controller.prp": {"protocols", "controller.engine", "controller.config"},
     "controller.logic": {
         "protocols",
         "controller.engine",
@@ -116,6 +118,7 @@ PURE = (
     "controller.ports",
     "controller.goose",
     "controller.link",
+    "controller.prp",
     "controller.logic",
     "controller.agent",
     "controller.display",

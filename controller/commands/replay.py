@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
+from controller.commands import _prp, _replay_wire
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -82,6 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["on", "test", "test-blocked", "off"],
         help="with --device sim: the controller's behaviour mode (default: logic.mode)",
     )
+    _replay_wire.add_args(p)
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
@@ -97,6 +100,8 @@ def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if _replay_wire.wanted(args):
+        return _replay_wire.run(args)
     if args.device:
         return run_controller(args)
     config = load_goose_config(args.config, args.ied)

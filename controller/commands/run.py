@@ -12,6 +12,7 @@ from pathlib import Path
 
 from controller import logs
 from controller.cli import CommandError, add_log_args
+from controller.commands import _prp
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
@@ -67,6 +68,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
     )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    _prp.add_arg(p)
     add_log_args(p, quiet="no status line every second")
     p.add_argument(
         "--log-json",
@@ -157,6 +159,10 @@ def run(args: argparse.Namespace) -> int:
     reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
+    prp_cfg = _prp.config_with(
+        cfg.goose, args, iface,
+        None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b),
+    )  # fmt: skip
     from controller.agent.host import AgentBay
     from controller.agent.planner import FolderPlanner
     from controller.agent.service import AgentService
@@ -231,6 +237,12 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    try:
+        _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
+    except OSError as exc:
+        live.live.close()
+        abandon()
+        raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from controller.config.base import Cfg
+from controller.config.prp import PrpCfg
 from protocols.ethernet.mac import MacError, parse_mac
 from protocols.ethernet.ring import RingSpec, RingSpecError
 
@@ -223,6 +224,11 @@ class GooseConfig(Cfg):
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
     receive: ReceiveCfg = Field(default_factory=ReceiveCfg)
+    prp: PrpCfg = Field(
+        default_factory=PrpCfg,
+        description="PRP (IEC 62439-3): off, native (goosectl is the LRE on interface_a and "
+        "interface_b) or kernel (interface_a is the kernel's PRP device); see docs/prp.md",
+    )
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
     max_streams: int = Field(
