@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from controller.cli import CommandError
+from protocols.files import write_new
 from protocols.scl import Scl, SclError, load_scl
 
 log = logging.getLogger(__package__)
@@ -115,7 +116,7 @@ def run_config(args: argparse.Namespace) -> int:
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    args.out.write_text(text)
+    write_new(args.out, text)
     # the file just written must load as it is: check it the way every command will
     from controller.config.bay import ControllerConfig
     from controller.config.load import load_config
