@@ -45,6 +45,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -222,20 +223,28 @@ def connect(path: str, durability: Durability) -> sqlite3.Connection:
 
 
 def claim_files(path: str) -> None:
-    """Create the journal's files (the database, its `-wal` and `-shm`) ourselves, never
-    through a link, before SQLite opens them (it follows links): a symbolic link planted
-    at any of them, a dangling one included, or a file of another user, is refused with
-    `JournalRefused` naming it."""
-    from protocols.files import UnsafeFile, own_file
+    """Open the journal's file ourselves, never through a link, before SQLite does (it
+    follows links): created if missing; a symbolic link (a dangling one too: root must not
+    create its target), a file of another user or one with other hard links is refused
+    with `JournalRefused` naming it. Its `-wal` and `-shm`, if there, must be plain files
+    of ours as well; SQLite creates them when missing (a link planted there later, in a
+    sticky folder like /tmp, is one the kernel does not follow: protected_symlinks)."""
+    from protocols.files import UnsafeFile, own_file, refusal
 
-    for name in (path, path + "-wal", path + "-shm"):
+    try:
+        os.close(own_file(path))
+    except UnsafeFile as exc:
+        raise JournalRefused(f"journal {path}: {exc.strerror}") from None
+    except OSError:
+        return  # a full disk, a read-only folder: SQLite says what it needs, and where
+    for name in (path + "-wal", path + "-shm"):
         try:
-            fd = own_file(name)
-        except UnsafeFile as exc:
-            raise JournalRefused(f"journal {path}: {exc.strerror}") from None
+            st = os.lstat(name)
         except OSError:
-            continue  # a full disk, a read-only folder: SQLite says what it needs, and where
-        os.close(fd)
+            continue
+        why = "is a symbolic link" if stat.S_ISLNK(st.st_mode) else refusal(st)
+        if why is not None:
+            raise JournalRefused(f"journal {path}: {name} {why}: refusing it")
 
 
 def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3.Connection:
