@@ -40,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cfg.set_defaults(func=run_config)
 
 
-def read(path: Path) -> Scl:
+def read(path: Path, ied: str | None = None) -> Scl:
     try:
-        scl = load_scl(path)
+        scl = load_scl(path, ied)
     except SclError as exc:
         raise CommandError(str(exc)) from exc
     for f in scl.findings:
@@ -111,7 +111,7 @@ def config_text(scl: Scl, ied: str | None, source: Path) -> str:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    scl = read(args.file)
+    scl = read(args.file, args.ied)
     text = config_text(scl, args.ied, args.file)
     if args.out is None:
         sys.stdout.write(text)
