@@ -172,3 +172,18 @@ def test_demo_out_is_a_private_folder_its_files_never_through_links(tmp_path: Pa
     shared.chmod(0o777)
     done = goosectl("demo", "--in-memory", "--out", str(shared), check=False)
     assert done.returncode == 2 and "writable by others" in done.stderr
+
+
+def test_a_journal_cut_short_is_exit_2_naming_it_not_an_internal_error(
+    capture: Path, journal: Path
+) -> None:
+    """A file cut in the middle of its pages ("database disk image is malformed") was a
+    traceback and exit 70: it is the user's file that is broken, so exit 2 and a line."""
+    os.truncate(journal, journal.stat().st_size // 2)
+    for argv in (
+        ["journal", str(journal)],
+        ["replay", str(capture), "--device", "sim", "--journal", str(journal)],
+    ):
+        done = goosectl(*argv, check=False)
+        assert done.returncode == 2, (argv, done.stderr)
+        assert str(journal) in done.stderr and "Traceback" not in done.stderr
