@@ -127,15 +127,23 @@ def effects_digest(effects: Sequence[Effect] | str) -> str:
     return hashlib.blake2b(repr(effects).encode(), digest_size=8).hexdigest()
 
 
-def row_hash(prev: str, row: tuple[Any, ...], key: bytes | None) -> str:
-    """The chain link of a committed row: BLAKE2b-128 of the previous row's hash and this
-    row's columns (seq .. input, effects as committed). With `key` it is BLAKE2b's keyed
-    mode, a MAC: nobody without the key can write a row, or rewrite the rows after a
-    change, that verifies. Without a key the chain still shows any change or deletion to
-    whoever did not recompute every hash after it. The columns' repr is the encoding:
-    unambiguous for str, int and None, and the same on every run (a replay's journal is
-    byte for byte the same)."""
-    return hashlib.blake2b(repr((prev, row)).encode(), digest_size=16, key=key or b"").hexdigest()
+def chain_mac(key: bytes | None) -> Any:
+    """The hash every row's link starts from (copied per row, so its set-up is paid once):
+    BLAKE2b-128, in its keyed mode (a MAC) when `key` is given."""
+    return hashlib.blake2b(digest_size=16, key=key or b"")
+
+
+def row_hash(prev: str, row: tuple[Any, ...], mac: Any) -> str:
+    """The chain link of a committed row: BLAKE2b-128 over the previous row's hash (32
+    hex digits, "" for the first row) and this row's columns (seq .. input, effects as
+    committed), from `chain_mac`. With a key it is a MAC: nobody without the key can
+    write a row, or rewrite the rows after a change, that verifies. Without a key the
+    chain still shows any change or deletion to whoever did not recompute every hash after
+    it. The columns' repr is the encoding: unambiguous for str, int and None, and the same
+    on every run (a replay's journal is byte for byte the same)."""
+    m = mac.copy()
+    m.update((prev + repr(row)).encode())
+    return str(m.hexdigest())
 
 
 class JournalRefused(Exception):
@@ -295,6 +303,7 @@ class JournalStore:
         self.db = db
         self.path = path
         self.key = key
+        self._mac = chain_mac(key)
         #: why the file is not what this store committed (None while it is)
         self.tampered: str | None = None
         #: the last row this store committed (seq, hash): the next row is chained to it
@@ -302,7 +311,8 @@ class JournalStore:
         #: the last row the file is expected to hold: ours, or what a change left there
         self._seen = self._head
         self._version = self._data_version()
-        self._size = 0
+        #: (device, inode, size) of the file at the last look
+        self._ident: tuple[int, int, int] = (0, 0, 0)
         self.settle()
         #: set until the first chained commit: the seq the chain starts at goes into meta
         self._chain_from: int | None = None
@@ -310,10 +320,14 @@ class JournalStore:
             self._chain_from = (self._head[0] if self._head else 0) + 1
 
     def settle(self) -> None:
-        """Take the file's size as it is now (after our commit, or our own retention): a
-        file that is smaller at the next commit was cut by someone else."""
+        """Take the file as it is now (at the start, after our own retention, which may
+        shrink it): a file that is another one, or smaller, at the next commit was changed
+        by someone else. Our commits only grow it (WAL checkpoints write pages back)."""
+        if self.path == ":memory:":
+            return
         with contextlib.suppress(OSError):
-            self._size = os.stat(self.path).st_size if self.path != ":memory:" else 0
+            st = os.stat(self.path)
+            self._ident = (st.st_dev, st.st_ino, st.st_size)
 
     def _tail(self) -> tuple[int, str] | None:
         row = self.db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
@@ -323,42 +337,48 @@ class JournalStore:
         return int(self.db.execute("PRAGMA data_version").fetchone()[0])
 
     def _check(self) -> None:
-        """Is the file still what we committed? Cheap when nobody else wrote (one indexed
-        read); a full `verify` when someone did."""
-        tail = self._tail()
+        """Is the file still what we committed? Cheap while nobody else wrote to it (SQLite's
+        `data_version` and a stat: the same file, not smaller); when someone did, the last
+        row is compared with ours and the whole chain verified."""
         version = self._data_version()
         why = None
-        size = self._size
+        ident = self._ident
         with contextlib.suppress(OSError):
-            size = os.stat(self.path).st_size if self.path != ":memory:" else 0
-        if size < self._size:
-            why = f"the file was cut from {self._size} to {size} bytes"
-        elif tail != self._seen:
-            was = f"seq {self._seen[0]}" if self._seen else "no rows"
-            now = f"seq {tail[0]}" if tail else "no rows"
-            why = f"its last row is {now}, this controller committed {was}"
+            st = os.stat(self.path)
+            ident = (st.st_dev, st.st_ino, st.st_size)
+        if ident[:2] != self._ident[:2]:
+            why = "the file was replaced by another one"
+        elif ident[2] < self._ident[2]:
+            why = f"the file was cut from {self._ident[2]} to {ident[2]} bytes"
         elif version != self._version:
-            bad = verify(self.db, self.key)
-            if bad is not None:
-                why = f"seq {bad[0]}: {bad[1]}"
+            tail = self._tail()
+            if tail != self._seen:
+                was = f"seq {self._seen[0]}" if self._seen else "no rows"
+                now = f"seq {tail[0]}" if tail else "no rows"
+                why = f"its last row is {now}, this controller committed {was}"
+            else:
+                bad = verify(self.db, self.key)
+                if bad is not None:
+                    why = f"seq {bad[0]}: {bad[1]}"
         self._version = version
+        self._ident = ident  # our commits only grow the file: the next check compares
         if why is not None:
             self.tampered = f"journal {self.path}: changed behind the controller ({why})"
             # found once; the chain goes on from our own last row, so the file shows the
             # break at the first row written after the change
-            self._seen = tail
+            self._seen = self._tail()
 
     def commit(self, batches: list[Batch]) -> None:
         """Commit the batches in one transaction, in order; JournalIOError if the disk says
         no (the transaction is rolled back, nothing of it is written)."""
         self._check()
-        key = self.key
+        key, mac = self.key, self._mac
         prev = self._head[1] if self._head else ""
         rows = []
         for b in batches:
             for r in b.rows:
                 row = (*r[:6], effects_digest(r[6]), *r[7:])
-                prev = row_hash(prev, row, key)
+                prev = row_hash(prev, row, mac)
                 rows.append((*row, prev))
         checkpoints = [
             (
@@ -407,7 +427,6 @@ class JournalStore:
         self._head = self._seen = head
         if rows:
             self._chain_from = None
-        self.settle()
 
     def rollback(self) -> None:
         if self.db.in_transaction:
@@ -809,6 +828,7 @@ def verify(db: sqlite3.Connection, key: bytes | None = None) -> tuple[int, str] 
     trimmed = int(kept.get("below_seq", 0))
     prev: str | None = None
     last: int | None = None
+    mac = chain_mac(key)
     sql = "SELECT * FROM journal WHERE seq >= ? ORDER BY seq"
     for r in db.execute(sql, (start,)):
         row, stored = tuple(r[:10]), r[10]
@@ -824,7 +844,7 @@ def verify(db: sqlite3.Connection, key: bytes | None = None) -> tuple[int, str] 
                 prev = stored or ""
                 last = seq
                 continue
-        want = row_hash(prev, row, key)
+        want = row_hash(prev, row, mac)
         if stored != want:
             why = "no hash" if not stored else "its hash does not follow the row before it"
             return (seq, why + " (a row before it deleted, or this one changed)")
