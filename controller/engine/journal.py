@@ -292,12 +292,13 @@ def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3
 class JournalStore:
     """The write side: turns batches into rows and commits them, one transaction each.
 
-    Every row carries its link of the hash chain (`row_hash`); before each commit the
-    store compares the file's last row with the last one it committed, and after another
-    connection wrote to the file (SQLite's `data_version`) it verifies the whole chain: a
-    row deleted, rewritten or truncated away is `tampered` (an alarm for the shell) at the
-    next commit. The chain then goes on from what the file holds, so `verify` still finds
-    the first bad row."""
+    Every row carries its link of the hash chain (`row_hash`). Opening, the store compares
+    the file's last row with `journal.head` (rows cut while no controller ran); before each
+    commit it asks SQLite whether another connection wrote (`data_version`) and looks at the
+    file (the same inode, not smaller), and if so compares the last row and verifies the
+    whole chain: a row deleted, rewritten or cut away is `tampered` (an alarm for the
+    shell) at the next commit. The chain then goes on from the store's own last row, so
+    the file keeps the break and `verify` finds the first bad row."""
 
     def __init__(self, db: sqlite3.Connection, path: str, key: bytes | None = None) -> None:
         self.db = db
@@ -318,6 +319,15 @@ class JournalStore:
         self._chain_from: int | None = None
         if db.execute("SELECT 1 FROM meta WHERE key = ?", (CHAIN_KEY,)).fetchone() is None:
             self._chain_from = (self._head[0] if self._head else 0) + 1
+        head = db.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
+        if head is not None:  # changed while nobody ran: the end, at least, is cheap to see
+            want = json.loads(head[0])
+            if self._head != (want.get("seq"), want.get("hash")):
+                now = f"seq {self._head[0]}" if self._head else "no rows"
+                self.tampered = (
+                    f"journal {path}: changed while no controller ran (its last row is "
+                    f"{now}, the last one committed seq {want.get('seq')})"
+                )
 
     def settle(self) -> None:
         """Take the file as it is now (at the start, after our own retention, which may
@@ -834,8 +844,6 @@ def verify(db: sqlite3.Connection, key: bytes | None = None) -> tuple[int, str] 
         row, stored = tuple(r[:10]), r[10]
         seq = int(row[0])
         if prev is None:
-            if seq != start and seq < trimmed:
-                return (start, f"rows {start}-{seq - 1} are missing")
             if seq != start and not (trimmed and seq >= trimmed):
                 return (start, f"rows {start}-{seq - 1} are missing")
             if seq == start:

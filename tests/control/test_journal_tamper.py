@@ -54,3 +54,23 @@ def test_a_journal_cut_to_zero_bytes_while_running_is_an_alarm(controllers):
     assert "commits resumed" not in "\n".join(c.err.lines)
     report = c.stop()
     assert "changed behind the controller" in str(report["journal"]["bay"])
+
+
+def test_rows_cut_while_no_controller_ran_are_an_alarm_at_the_next_start(controllers):
+    first = controllers(name="before")
+    assert first.request({"op": "run", "procedure": "hello", "params": {"n": 1}})["ok"]
+    first.stop()
+    journal = first.state / "bay.sqlite"
+    db = sqlite3.connect(journal)
+    with db:
+        db.execute("DELETE FROM journal WHERE seq > (SELECT MAX(seq) - 3 FROM journal)")
+    db.close()
+    again = controllers(name="after", state=first.state)
+    assert again.request({"op": "run", "procedure": "hello", "params": {"n": 2}})["ok"]
+    line = again.err.wait_for(
+        lambda x: "alarm journal" in x and "changed while no controller ran" in x,
+        "the alarm for the rows cut meanwhile",
+        30,
+    )
+    assert str(journal) in line
+    again.stop()
