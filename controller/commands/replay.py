@@ -25,6 +25,7 @@ from controller.replay.capture_clock import (
 from controller.replay.goose_replay import Replay, capture_frames
 from controller.report.goose_report import Reporter
 from controller.shell.journal_clock import anchor as anchor_clock
+from controller.shell.journal_writer import journal_key
 from protocols.ethernet.pcap import CaptureError
 
 
@@ -111,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(config, journal, simulation=args.simulation)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
@@ -168,7 +169,7 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     bay = BayController(cfg, t0, journal)
     if args.mode:

@@ -357,14 +357,14 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
     opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
     kept then."""
     from controller.shell.control import ControlServer, default_path
-    from controller.shell.locks import lock_file
+    from controller.shell.locks import lock_file, lock_journal
 
     held = []
     try:
         if args.state is not None:
             held.append(lock_file(args.state / "lock", f"state folder {args.state}"))
-        if journal is not None and (args.state is None or journal.parent != args.state):
-            held.append(lock_file(journal.with_name(journal.name + ".lock"), f"journal {journal}"))
+        if journal is not None:  # by the file itself: any name or hard link meets the lock
+            held.append(lock_journal(journal, f"journal {journal}"))
         path = args.control or cfg.control.socket or default_path()
         return held, ControlServer(path, None, cfg=cfg.control)
     except BaseException:

@@ -9,6 +9,8 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
+from protocols.files import write_new
+
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 W, H, LEFT, BOTTOM, TOP = 900, 420, 70, 60, 30
 
@@ -89,5 +91,5 @@ def write_svg(
         f"(log scale); dashed: p50, dotted: p99; bars: share of samples per bin</text>"
     )
     out.append("</svg>")
-    path.write_text("\n".join(out) + "\n")
+    write_new(path, "\n".join(out) + "\n")
     return path

@@ -51,6 +51,7 @@ def _replay(tmp_path: Path, capture: Path, *args: str, capsys) -> tuple[int, lis
     config = tmp_path / "pub.yaml"
     config.write_text(PUBLISHER)
     out = tmp_path / "out.pcap"
+    out.unlink(missing_ok=True)  # --out is always a new file (never one written through)
     code = goosectl(["replay", str(capture), "--config", str(config), "--out", str(out), *args])
     lines = capsys.readouterr().out.splitlines()
     return code, lines, sum(1 for _ in read_capture(out))
