@@ -50,6 +50,7 @@ class Collector:
         self.stop = threading.Event()
         self.refused: Counter[str] = Counter()
         self.stored = 0
+        self.store_errors = 0
         self.connected = threading.Event()
         self._q: queue.SimpleQueue[tuple[paho.Client, paho.MQTTMessage] | None] = (
             queue.SimpleQueue()
@@ -84,8 +85,16 @@ class Collector:
             if item is None:
                 break
             client, msg = item
-            self.handle(msg.topic, bytes(msg.payload))
-            client.ack(msg.mid, msg.qos)
+            while not self.stop.is_set():
+                try:
+                    self.handle(msg.topic, bytes(msg.payload))
+                except Exception as exc:  # the database: not acknowledged, tried again
+                    self.store_errors += 1
+                    log.warning("collector: store: %s; trying again", exc)
+                    self.stop.wait(1.0)
+                    continue
+                client.ack(msg.mid, msg.qos)
+                break
         worker.join(timeout=5)
         self.store.close()
 

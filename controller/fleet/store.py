@@ -108,7 +108,10 @@ class Store:
         else:
             path = url.removeprefix("sqlite://") if url.startswith("sqlite://") else url
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self.db = sqlite3.connect(path, timeout=30, isolation_level=None)
+            # one user at a time: the collector builds it on one thread and stores on another
+            self.db = sqlite3.connect(
+                path, timeout=30, isolation_level=None, check_same_thread=False
+            )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
         with self.tx() as cur:

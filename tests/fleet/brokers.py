@@ -16,6 +16,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -163,9 +164,11 @@ class Postgres:
     """A PostgreSQL 15 cluster of its own (initdb, pg_ctl) run as `nobody` (postgres
     refuses root), on 127.0.0.1 and an ephemeral port; `url` for psycopg."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self) -> None:
         _require((PG_BIN / "initdb").exists(), "PostgreSQL 15 is not installed (Debian postgresql)")
         self.port = free_port()
+        # a folder of its own in /tmp: pytest's are not open to another user
+        root = self.root = Path(tempfile.mkdtemp(prefix="goosectl-pg-"))
         self.data = root / "pg"
         self.data.mkdir(parents=True)
         self.prefix: list[str] = []
@@ -183,10 +186,12 @@ class Postgres:
         self.url = f"postgresql://fleet@127.0.0.1:{self.port}/postgres"
 
     def _run(self, *argv: str) -> None:
-        subprocess.run([*self.prefix, *argv], check=True, capture_output=True, timeout=120)
+        done = subprocess.run([*self.prefix, *argv], capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, f"{argv}: {done.stdout}{done.stderr}"
 
     def stop(self) -> None:
         self._run(str(PG_BIN / "pg_ctl"), "-D", str(self.data), "-m", "fast", "-w", "stop")
+        shutil.rmtree(self.root, ignore_errors=True)
 
 
 def _has_user(name: str) -> bool:
