@@ -17,7 +17,7 @@ from controller.fleet.store import Store
 from controller.fleet.uplink import Uplink
 from controller.shell.journal_writer import JournalWriter, Retention
 from tests.engine.test_journal_writer import drive, feed
-from tests.engine.test_journal_writer import table as table  # noqa: F401 - the fixture
+from tests.engine.test_journal_writer import table as table
 from tests.fleet.bays import wait_until
 from tests.fleet.brokers import Mosquitto
 
@@ -32,7 +32,7 @@ def bounds(path: Path) -> tuple[int, int]:
 
 def test_retention_by_age_never_deletes_a_row_the_broker_has_not_acknowledged(
     tmp_path: Path,
-    table,  # noqa: F811
+    table,
 ) -> None:
     save_checkpoint(tmp_path / "uplink.json", Checkpoint(acked_seq=100, bd_seq=1))
     journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
@@ -55,7 +55,7 @@ def test_retention_by_age_never_deletes_a_row_the_broker_has_not_acknowledged(
 
 def test_rows_deleted_unsent_are_announced_as_a_lost_range_and_stay_an_alarm(
     tmp_path: Path,
-    table,  # noqa: F811
+    table,
 ) -> None:
     broker = Mosquitto(tmp_path)
     journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
