@@ -86,7 +86,7 @@ def _collect(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    print(f"collecting {args.broker} -> {args.db}", flush=True)
+    col.on_subscribed = lambda: print(f"subscribed: {args.broker} -> {args.db}", flush=True)
     col.run()
     print(f"stored {col.stored} rows; refused {dict(col.refused)}", flush=True)
     return 0

@@ -19,6 +19,7 @@ import queue
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import paho.mqtt.client as paho
@@ -56,6 +57,8 @@ class Collector:
             queue.SimpleQueue()
         )
         self._down = threading.Event()
+        #: called once the first subscription is acknowledged (`fleet collect` says so)
+        self.on_subscribed: Callable[[], None] | None = None
 
     def _on_connect(self, client: paho.Client, u: Any, flags: Any, rc: Any, p: Any) -> None:
         if rc.is_failure:
@@ -63,6 +66,14 @@ class Collector:
             self._down.set()
             return
         client.subscribe(f"{topics.ROOT}/#", qos=1)
+
+    def _on_subscribe(self, client: paho.Client, u: Any, mid: int, rcs: Any, p: Any) -> None:
+        if any(rc.is_failure for rc in rcs):
+            log.warning("collector: subscription refused: %s", rcs)
+            self._down.set()
+            return
+        if not self.connected.is_set() and self.on_subscribed is not None:
+            self.on_subscribed()
         self.connected.set()
 
     def _on_disconnect(self, client: paho.Client, u: Any, flags: Any, rc: Any, p: Any) -> None:
@@ -114,6 +125,7 @@ class Collector:
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect
             client.on_message = self._on_message
+            client.on_subscribe = self._on_subscribe
             self._down.clear()
             try:
                 client.connect(broker.host, broker.port, keepalive=self.keepalive_s)

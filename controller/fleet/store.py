@@ -268,15 +268,14 @@ class Store:
             "SELECT last_seq, first_seq FROM fleet_bays WHERE controller = ?",
             (controller,),
         ).fetchone()
-        if low is None or first < low:
+        if low is None:
+            # a bay's journal starts at seq 1, and its uplink's first batch there (with any
+            # range retention deleted first announced as lost): anything before the first
+            # batch seen is missing here, an alarm like any gap
             self._exec(
-                cur,
-                "UPDATE fleet_bays SET first_seq = ? WHERE controller = ?",
-                (first, controller),
+                cur, "UPDATE fleet_bays SET first_seq = 1 WHERE controller = ?", (controller,)
             )
-            if low is not None and last < low - 1:
-                self._gap(cur, controller, last + 1, low - 1, False, now_ns)
-        if low is not None and first > top + 1:
+        if first > top + 1:
             self._gap(cur, controller, top + 1, first - 1, False, now_ns)
         if last > top:
             self._exec(

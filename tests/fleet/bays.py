@@ -125,3 +125,13 @@ def bay_row(db: str, controller: str) -> dict[str, Any]:
     rows = [r for r in fleet_status(db) if r["controller"] == controller]
     assert rows, f"{controller} not in the fleet table"
     return rows[0]
+
+
+def start_collector(broker: str, db: str, client_id: str, log: Path) -> subprocess.Popen:
+    """`goosectl fleet collect`, returned once its subscription is acknowledged: rows
+    published before a session exists are nobody's to keep."""
+    proc = spawn(
+        "fleet", "collect", "--broker", broker, "--db", db, "--client-id", client_id, log=log
+    )
+    wait_until(lambda: "subscribed" in log.read_text(), 60, "the collector subscribed")
+    return proc

@@ -61,7 +61,14 @@ def test_duplicates_are_stored_once_and_a_gap_stays_until_it_is_filled(db: str) 
     assert [(g.seq_first, g.seq_last) for g in col.store.gaps()] == [(16, 20)]
     col.handle("goosectl/v1/s1/b1/journal", batch(16, 20))
     assert col.store.gaps() == []
-    seqs = [r[0] for r in col.store.query("SELECT seq FROM fleet_rows ORDER BY seq")]
+    col.handle("goosectl/v1/s1/b2/journal", batch(6, 9, "s1/b2"))  # the first batch seen
+    assert [(g.seq_first, g.seq_last) for g in col.store.gaps("s1/b2")] == [(1, 5)]
+    seqs = [
+        r[0]
+        for r in col.store.query(
+            "SELECT seq FROM fleet_rows WHERE controller = ? ORDER BY seq", ("s1/b1",)
+        )
+    ]
     assert seqs == list(range(1, 31))
     col.store.close()
 

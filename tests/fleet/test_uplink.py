@@ -14,7 +14,7 @@ import jsonschema
 import paho.mqtt.client as paho
 import pytest
 
-from tests.fleet.bays import Bay, bay_row, central, fleet_status, spawn, wait_until
+from tests.fleet.bays import Bay, bay_row, central, fleet_status, start_collector, wait_until
 from tests.fleet.brokers import NatsCluster
 from tests.support.peers import REPO
 
@@ -56,11 +56,9 @@ class Watcher:
 def collector(nats: NatsCluster, tmp_path: Path) -> Iterator[str]:
     db = str(tmp_path / "fleet.sqlite")
     # the collector on node 3 first, the uplinks on node 1: a kill of n1 is not the collector's
-    proc = spawn(
-        "fleet", "collect", "--broker", nats.url("n3", "n2", "n1"), "--db", db,
-        "--client-id", f"collector-{tmp_path.name}",
-        log=tmp_path / "collector.log",
-    )  # fmt: skip
+    proc = start_collector(
+        nats.url("n3", "n2", "n1"), db, f"collector-{tmp_path.name}", tmp_path / "collector.log"
+    )
     try:
         yield db
     finally:
