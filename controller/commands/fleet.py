@@ -37,12 +37,69 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("bay", metavar="SITE/BAY")
     j.add_argument("--since", type=int, default=0, help="rows after this seq")
     j.add_argument("--limit", type=int, default=1000)
+    pr = a.add_parser("procedure", help="start a procedure on a bay: SITE/BAY NAME key=value")
+    pr.add_argument("bay", metavar="SITE/BAY")
+    pr.add_argument("procedure")
+    pr.add_argument("params", nargs="*", metavar="key=value")
+    remote = [pr]
+    for name in ("confirm", "abort"):
+        q = a.add_parser(name, help=f"{name} the step a bay's session waits on")
+        q.add_argument("bay", metavar="SITE/BAY")
+        q.add_argument("session")
+        q.add_argument("step")
+        remote.append(q)
+    for q in remote:
+        q.add_argument("--broker", required=True, help="broker URL")
+        q.add_argument("--credentials", type=Path, help="file with username:password")
+        q.add_argument("--ca-file", type=Path, help="CA certificates for mqtts://")
+        q.add_argument(
+            "--role", default="OPERATOR", choices=["VIEWER", "OPERATOR"], help="IEC 62351-8"
+        )
+        q.add_argument("--identity", default=_identity(), help="who asks (journaled)")
+        q.add_argument("--timeout", type=float, default=15.0, help="seconds for the answer")
     p.set_defaults(func=run)
+
+
+def _identity() -> str:
+    import getpass
+    import socket
+
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+def _remote(args: argparse.Namespace) -> int:
+    from controller.commands.agent import _params
+    from controller.fleet.remote import call
+
+    site, sep, bay = args.bay.partition("/")
+    if not sep:
+        raise CommandError(f"{args.bay!r}: a bay is SITE/BAY")
+    req: dict = {"op": args.fleet_command, "role": args.role, "identity": args.identity}
+    if args.fleet_command == "procedure":
+        req.update(op="run", procedure=args.procedure, params=_params(args.params))
+    else:
+        req.update(session=args.session, step=args.step)
+    try:
+        resp = call(
+            [u.strip() for u in args.broker.split(",") if u.strip()],
+            site,
+            bay,
+            req,
+            credentials=args.credentials,
+            ca_file=args.ca_file,
+            timeout_s=args.timeout,
+        )
+    except (TimeoutError, OSError, ValueError) as exc:
+        raise CommandError(str(exc)) from exc
+    print(json.dumps(resp, indent=2, default=str))
+    return 0 if resp.get("ok") else EXIT_FINDINGS
 
 
 def run(args: argparse.Namespace) -> int:
     if args.fleet_command == "collect":
         return _collect(args)
+    if args.fleet_command in ("procedure", "confirm", "abort"):
+        return _remote(args)
     from controller.fleet.store import Store
 
     try:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 import logging
+import queue
 import threading
 import time
 from collections import deque
@@ -40,6 +41,7 @@ from controller import __version__
 from controller.config.uplink import UplinkCfg
 from controller.fleet import topics
 from controller.fleet.mqtt import Broker, make_client, parse_broker
+from controller.fleet.remote import RemoteCommands
 from controller.fleet.source import CHECKPOINT, JournalReader, load_checkpoint, save_checkpoint
 from controller.shell.control import ControlUnavailable, request
 
@@ -88,6 +90,8 @@ class Uplink:
         self._status_key = ""
         self._state_at = 0.0
         self._polled_at = 0.0
+        self.commands = RemoteCommands(control, state_dir, cfg.max_cmd_bytes)
+        self._cmds: queue.SimpleQueue[paho.MQTTMessage] = queue.SimpleQueue()
 
     # -- paho's callbacks (its network thread) ------------------------------------------
 
@@ -104,6 +108,9 @@ class Uplink:
         self, client: paho.Client, userdata: Any, flags: Any, rc: Any, props: Any
     ) -> None:
         self._down.set()
+
+    def _on_message(self, client: paho.Client, userdata: Any, msg: paho.MQTTMessage) -> None:
+        self._cmds.put(msg)
 
     def _on_publish(
         self, client: paho.Client, userdata: Any, mid: int, rc: Any, props: Any
@@ -145,6 +152,7 @@ class Uplink:
             client.on_connect = self._on_connect
             client.on_disconnect = self._on_disconnect
             client.on_publish = self._on_publish
+            client.on_message = self._on_message
             client.max_inflight_messages_set(self.cfg.in_flight + 4)
             client.max_queued_messages_set(0)
             self._connected.clear()
@@ -207,6 +215,7 @@ class Uplink:
         )
         self._poll_status(force=True)
         self._publish_state(client, hi)
+        client.subscribe(topics.topic(site, bay, "cmd/req"), qos=1)
         sent = self.cp.acked_seq
         pending: deque[tuple[int, int]] = deque()
         saved_at = time.monotonic()
@@ -220,6 +229,7 @@ class Uplink:
                     self._acked.discard(mid)
                     self.cp.acked_seq = last
                     dirty = True
+            self._serve_commands(client)
             mono = time.monotonic()
             if dirty and mono - saved_at >= 0.2:
                 save_checkpoint(self.cp_path, self.cp)
@@ -260,6 +270,27 @@ class Uplink:
                 self.cp.acked_seq = pending.popleft()[1]
         save_checkpoint(self.cp_path, self.cp)
         return True
+
+    def _serve_commands(self, client: paho.Client) -> None:
+        """Every cmd/req that arrived: relayed or refused, answered on cmd/resp/{corr}."""
+        while True:
+            try:
+                msg = self._cmds.get_nowait()
+            except queue.Empty:
+                return
+            site, bay = self.cfg.site, self.cfg.bay
+            if msg.topic != topics.topic(site, bay, "cmd/req"):
+                self.counters.refuse("unexpected topic")
+                log.warning("uplink: refused a message on %r", msg.topic[:200])
+                continue
+            corr, resp = self.commands.handle(bytes(msg.payload), f"{site}/{bay}")
+            if not resp["ok"]:
+                log.warning("uplink: cmd/req refused: %s", resp.get("error"))
+            client.publish(
+                topics.topic(site, bay, f"cmd/resp/{corr or 'unknown'}"),
+                topics.encode(resp),
+                qos=1,
+            )
 
     def _poll_status(self, force: bool = False) -> bool:
         """Ask the controller for its status; True when it changed (or `force`)."""

@@ -38,12 +38,14 @@ class Bay:
     def controller(self) -> str:
         return f"{self.site}/{self.bay}"
 
-    def start(self) -> Bay:
+    def start(self, *run_args: str) -> Bay:
+        """`run_args`: more of `goosectl run`'s options (`--config`, `--procedures`)."""
         self.root.mkdir(parents=True, exist_ok=True)
         self.sim = Sim("--pty")
         self.ctl = start_run(
-            self.sim.port, "--quiet", "--state", str(self.state), "--control", str(self.sock)
-        )
+            self.sim.port, "--quiet", "--state", str(self.state), "--control", str(self.sock),
+            *run_args,
+        )  # fmt: skip
         wait_running(self.ctl)
         return self
 
@@ -75,7 +77,8 @@ class Bay:
                 p.send_signal(signal.SIGKILL)
                 p.wait()
 
-    def stop(self) -> None:
+    def stop(self) -> str:
+        """Everything stopped; the simulator's stderr (its counters: `sim_counts`)."""
         for p in (self.up, self.ctl):
             if p is not None and p.poll() is None:
                 p.send_signal(signal.SIGTERM)
@@ -84,8 +87,7 @@ class Bay:
                 except subprocess.TimeoutExpired:
                     p.kill()
                     p.communicate()
-        if self.sim is not None:
-            self.sim.stop()
+        return self.sim.stop() if self.sim is not None else ""
 
 
 def central(db: str, controller: str) -> list[tuple[Any, ...]]:
