@@ -10,6 +10,7 @@ import sqlite3
 import time
 from pathlib import Path
 
+import jsonschema
 import paho.mqtt.client as paho
 
 from controller.fleet import topics
@@ -48,9 +49,16 @@ def setup_bay(tmp_path: Path, broker: str, confirm_timeout_s: float = 600) -> Ba
     return bay
 
 
+def schema(name: str) -> dict:
+    return json.loads((REPO / "docs" / "fleet" / f"{name}.schema.json").read_text())
+
+
 def ask(broker: str, req: dict, **kw: object) -> dict:
-    resp = call([broker], "s1", "b1", {"identity": "alice@central", **req}, **kw)  # type: ignore[arg-type]
-    assert resp["schema"] == 1 and resp["controller"] == "s1/b1"
+    body = {"identity": "alice@central", **req}
+    jsonschema.validate({"schema": 1, "corr": "c1", **body}, schema("cmd-req"))
+    resp = call([broker], "s1", "b1", body, **kw)  # type: ignore[arg-type]
+    jsonschema.validate(resp, schema("cmd-resp"))
+    assert resp["controller"] == "s1/b1"
     return resp
 
 
@@ -162,6 +170,8 @@ def test_bad_requests_are_refused_with_a_reason_and_the_uplink_keeps_running(
             c.publish(topics.topic("s1", "b1", "cmd/req"), payload, qos=1)
         wait_until(lambda: len(answers) >= len(bad), 30, "every bad request answered")
         answers = answers[: len(bad)]
+        for a in answers:
+            jsonschema.validate(a, schema("cmd-resp"))
         errors = [a.get("error", "") for a in answers]
         assert all(not a["ok"] for a in answers), answers
         for why in ("malformed: not JSON", "malformed: a payload", "unknown op",
