@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     j.add_argument("bay", metavar="SITE/BAY")
     j.add_argument("--since", type=int, default=0, help="rows after this seq")
     j.add_argument("--limit", type=int, default=1000)
+    d = a.add_parser("demo", help="the fleet on this machine: a NATS cluster, N bays, no root")
+    d.add_argument("--bays", type=int, default=3, help="how many bays (default 3)")
+    d.add_argument("--keep", action="store_true", help="keep the demo's folder")
     pr = a.add_parser("procedure", help="start a procedure on a bay: SITE/BAY NAME key=value")
     pr.add_argument("bay", metavar="SITE/BAY")
     pr.add_argument("procedure")
@@ -98,6 +101,13 @@ def _remote(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     if args.fleet_command == "collect":
         return _collect(args)
+    if args.fleet_command == "demo":
+        from controller.fleet.demo import run_demo
+
+        try:
+            return run_demo(max(1, args.bays), keep=args.keep)
+        except (FileNotFoundError, TimeoutError) as exc:
+            raise CommandError(str(exc)) from exc
     if args.fleet_command in ("procedure", "confirm", "abort"):
         return _remote(args)
     from controller.fleet.store import Store

@@ -27,7 +27,7 @@ def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[st
         liveness = "dead" if dead else ("online" if fresh and b["birth_ns"] else "stale")
         lgos = status.get("lgos") or []
         valid = sum(1 for v in lgos if v.get("St") is True)
-        alarms = status.get("alarms") or {}
+        alarms = alarm_names(status)
         seen = state.get("journal_seq") or 0
         out.append(
             {
@@ -42,6 +42,7 @@ def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[st
                 "mode": status.get("mode"),
                 "reachable": state.get("reachable"),
                 "alarms": len(alarms),
+                "alarm_names": alarms,
                 "lgos": f"{valid}/{len(lgos)} valid",
                 "first_seq": b["first_seq"],
                 "last_seq": b["last_seq"],
@@ -51,6 +52,17 @@ def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[st
                 "state_utc_ns": b["state_ns"],
             }
         )
+    return out
+
+
+def alarm_names(status: dict[str, Any]) -> list[str]:
+    """What in a bay's status is an alarm: the device link not up, a subscription whose
+    LGOS says it is not valid, and the status's own `alarms` when it has them."""
+    out = []
+    if status.get("link") not in (None, "up"):
+        out.append(f"link {status['link']}")
+    out += [f"lgos {v.get('stream')}" for v in status.get("lgos") or [] if v.get("St") is False]
+    out += sorted(status.get("alarms") or {})
     return out
 
 

