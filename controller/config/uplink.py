@@ -48,6 +48,12 @@ class UplinkCfg(Cfg):
     )
     cert_file: Path | None = Field(default=None, description="client certificate (mqtts://)")
     key_file: Path | None = Field(default=None, description="its private key (mqtts://)")
+    mqtt5: bool = Field(
+        default=False,
+        description="MQTT 5 instead of 3.1.1, for a broker that offers it (mosquitto): its "
+        "reason codes tell a refused publish (0x87 for an ACL) from an accepted one; NATS "
+        "speaks 3.1.1 only",
+    )
     keepalive_s: int = Field(
         default=10,
         ge=1,

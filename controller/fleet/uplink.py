@@ -86,6 +86,7 @@ class Uplink:
         self._connected = threading.Event()
         self._down = threading.Event()
         self._refusal: str | None = None
+        self._publish_refused = False
         self._status: dict[str, Any] | None = None
         self._status_key = ""
         self._state_at = 0.0
@@ -119,7 +120,8 @@ class Uplink:
         if rc is not None and getattr(rc, "is_failure", False):
             with self._lock:
                 self.counters.refuse(f"publish refused: {rc}")
-            self._down.set()
+            self._publish_refused = True
+            self._down.set()  # the connection is made again, after a growing pause
             return
         with self._lock:
             self._acked.add(mid)
@@ -130,6 +132,7 @@ class Uplink:
         """Until `stop` is set: connect, send, and on a lost link the next broker."""
         i = 0
         backoff = 0.2
+        backoff_refused = 1.0
         while not self.stop.is_set():
             broker = self.brokers[i % len(self.brokers)]
             i += 1
@@ -142,6 +145,7 @@ class Uplink:
                 ca_file=self.cfg.ca_file,
                 cert_file=self.cfg.cert_file,
                 key_file=self.cfg.key_file,
+                mqtt5=self.cfg.mqtt5,
             )
             client.will_set(
                 topics.topic(self.cfg.site, self.cfg.bay, "death"),
@@ -198,6 +202,13 @@ class Uplink:
                 self.counters.lost_links += 1
                 log.warning("uplink: lost the link to %s; next broker", broker)
             client.loop_stop()
+            if self._publish_refused:
+                # the broker said no (an ACL): nothing acknowledged, nothing skipped; ask
+                # again later rather than in a loop
+                log.warning("uplink: %s refused a publish: %s", broker, self.counters.refusals)
+                self._publish_refused = False
+                self.stop.wait(backoff_refused)
+                backoff_refused = min(backoff_refused * 2, 30.0)
         self.reader.close()
 
     def _session(self, client: paho.Client) -> bool:

@@ -125,6 +125,33 @@ def test_mqtts_with_the_ca_and_per_bay_acls_on_mosquitto() -> None:
         wait_until(lambda: store.bays() and store.bays()[0]["birth_ns"], 20, "bay1's birth")
         store.close()
 
+        # bay 1's credential configured as bay 2, over MQTT 5: the broker refuses its birth
+        # (0x87), the uplink counts it and keeps running; nothing of it is stored
+        rogue = Uplink(
+            UplinkCfg(
+                broker=[url],
+                site="s1",
+                bay="bay2",
+                credentials=root / "bay1.cred",
+                ca_file=ca,
+                mqtt5=True,
+            ),
+            root / "no-journal.sqlite",
+            root / "rogue",
+            None,
+        )
+        (root / "rogue").mkdir()
+        rt = threading.Thread(target=rogue.run, daemon=True)
+        rt.start()
+        wait_until(lambda: rogue.counters.refusals, 20, "the publish refused")
+        assert any("Not authorized" in k for k in rogue.counters.refusals), rogue.counters
+        assert rt.is_alive()
+        rogue.stop.set()
+        rt.join(10)
+        store = Store(db)
+        assert [b["controller"] for b in store.bays()] == ["s1/bay1"]
+        store.close()
+
         # a broker whose certificate another CA signed: no connection, no credentials sent
         other, _ = make_ca(root, "other")
         bad = Uplink(
