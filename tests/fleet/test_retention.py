@@ -95,7 +95,9 @@ def test_rows_deleted_unsent_are_announced_as_a_lost_range_and_stay_an_alarm(
         for t in threads:
             t.join(10)
         broker.stop()
-    assert [(g.seq_first, g.seq_last, g.lost) for g in gaps] == [(31, 80, True)]
+    # 31-80: deleted unsent, announced; 1-30: acknowledged before this store existed, so
+    # missing here (a gap, not assumed fine)
+    assert [(g.seq_first, g.seq_last, g.lost) for g in gaps] == [(1, 30, False), (31, 80, True)]
     assert rows == (81, hi - 80)
     assert up.counters.lost_rows == 50
     assert up.cp.bd_seq == 5  # one connect, one bdSeq more
