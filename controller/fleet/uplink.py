@@ -87,6 +87,7 @@ class Uplink:
         self._down = threading.Event()
         self._refusal: str | None = None
         self._publish_refused = False
+        self._replaced = False
         self._status: dict[str, Any] | None = None
         self._status_key = ""
         self._state_at = 0.0
@@ -248,10 +249,22 @@ class Uplink:
             busy = False
             if len(pending) < cfg.in_flight:
                 lo, hi = self.reader.bounds()
+                if 0 < hi < sent and not self._replaced:
+                    # a new journal under the old checkpoint: its rows reuse sequence
+                    # numbers the store already has; said once, never resent as theirs
+                    self._replaced = True
+                    self.counters.refuse("journal behind the checkpoint")
+                    log.warning(
+                        "uplink: the journal ends at seq %d, below the %d acknowledged: a new "
+                        "journal for this bay needs a new checkpoint (remove %s)",
+                        hi, sent, self.cp_path,
+                    )  # fmt: skip
                 lost = None
                 if lo > sent + 1:
                     lost = (sent + 1, lo - 1)
-                rows = self.reader.rows_after(sent, cfg.batch_rows)
+                rows = [] if self._replaced else self.reader.rows_after(sent, cfg.batch_rows)
+                if self._replaced:
+                    lost = None
                 if rows or lost is not None:
                     last = rows[-1]["seq"] if rows else lo - 1
                     info = client.publish(

@@ -101,3 +101,30 @@ def test_rows_deleted_unsent_are_announced_as_a_lost_range_and_stay_an_alarm(
     assert rows == (81, hi - 80)
     assert up.counters.lost_rows == 50
     assert up.cp.bd_seq == 5  # one connect, one bdSeq more
+
+
+def test_a_new_journal_under_an_old_checkpoint_is_said_and_not_sent_as_the_old_rows(
+    tmp_path: Path, table
+) -> None:
+    broker = Mosquitto(tmp_path)
+    journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
+    JournalWriter(journal, retention=Retention(max_bytes=None, max_age_s=None)).start()
+    drive(journal, table, 50)
+    journal.close()
+    save_checkpoint(tmp_path / "uplink.json", Checkpoint(acked_seq=5000, bd_seq=1))
+    up = Uplink(
+        UplinkCfg(broker=[f"mqtt://127.0.0.1:{broker.port}"], site="s9", bay="b8"),
+        tmp_path / "bay.sqlite",
+        tmp_path,
+        None,
+    )
+    t = threading.Thread(target=up.run, daemon=True)
+    t.start()
+    try:
+        wait_until(lambda: up.counters.refusals, 20, "the replaced journal noticed")
+    finally:
+        up.stop.set()
+        t.join(10)
+        broker.stop()
+    assert "journal behind the checkpoint" in up.counters.refusals
+    assert up.counters.rows == 0 and up.cp.acked_seq == 5000
