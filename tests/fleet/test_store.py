@@ -4,6 +4,7 @@ retained birth or death never overrides the current one, bad payloads are refuse
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -107,3 +108,21 @@ def test_a_bad_payload_is_counted_and_refused_with_its_reason_and_nothing_stored
     assert why in caplog.text
     assert col.store.query("SELECT COUNT(*) FROM fleet_rows")[0][0] == 0
     col.store.close()
+
+
+def test_fleet_status_and_journal_read_the_store(tmp_path: Path) -> None:
+    from tests.support.procs import goosectl
+
+    db = str(tmp_path / "fleet.sqlite")
+    col = Collector(["mqtt://127.0.0.1:1"], db)
+    col.handle("goosectl/v1/s1/b1/birth", topics.birth("s1", "b1", 2, "x", 0, 1))
+    col.handle("goosectl/v1/s1/b1/journal", batch(1, 4))
+    col.handle("goosectl/v1/s1/b1/journal", batch(8, 9))
+    col.store.close()
+    rows = goosectl("fleet", "journal", "s1/b1", "--since", "2", "--db", db).stdout.splitlines()
+    assert [json.loads(r)["seq"] for r in rows] == [3, 4, 8, 9]
+    status = goosectl("fleet", "status", "--db", db, check=False)
+    assert status.returncode == 1  # a gap (and no state yet: stale) is an alarm
+    head, line = status.stdout.splitlines()
+    assert head.split()[:3] == ["bay", "liveness", "breaker"]
+    assert line.split()[0] == "s1/b1" and "stale" in line and "5-7" in line
