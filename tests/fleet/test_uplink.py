@@ -87,14 +87,26 @@ def test_the_store_holds_the_journal_row_for_row_and_every_payload_fits_its_sche
         assert first.index("birth") < first.index("state") < first.index("journal")
         row = bay_row(collector, "s1/b1")
         assert row["liveness"] == "online" and row["gaps"] == [] and row["mode"] == "on"
+        # a clean stop: the controller first, whose last rows the uplink still sends, then
+        # the uplink, which publishes its own death (a clean disconnect fires no Will)
+        assert bay.ctl is not None and bay.up is not None
+        bay.ctl.terminate()
+        bay.ctl.communicate(timeout=20)
+        wait_until(lambda: central(collector, "s1/b1") == bay.journal(), 60, "the last rows stored")
+        bay.up.terminate()
+        bay.up.wait(20)
+        death = wait_until(
+            lambda: [p for k, p in watch.kinds("s1/b1") if k == "death"], 20, "the death"
+        )
+        for p in death:
+            jsonschema.validate(p, schema("death"))
+        assert death[-1]["bdSeq"] == row["bdSeq"]
+        wait_until(
+            lambda: bay_row(collector, "s1/b1")["liveness"] == "dead", 20, "dead in the store"
+        )
     finally:
         bay.stop()
         watch.close()
-    # a clean stop: the controller's last rows and the uplink's own death arrive too
-    wait_until(lambda: central(collector, "s1/b1") == bay.journal(), 60, "the last rows stored")
-    death = [p for k, p in watch.kinds("s1/b1") if k == "death"]
-    for p in death:
-        jsonschema.validate(p, schema("death"))
 
 
 def test_kill_9_is_a_death_and_a_restart_a_birth_with_bdseq_plus_one_before_any_batch(
