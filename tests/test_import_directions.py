@@ -82,6 +82,8 @@ ALLOWED: dict[str, set[str]] = {
         "controller.errors",
         "firmware_sim",
     },
+    # the uplink and the collector: processes beside the controller, never inside its loop
+    "controller.fleet": {"protocols", *CORE, "controller.shell", "controller.logs"},
     "controller.errors": set(),
     "controller.logs": set(),
     "controller.cli": {"*"},

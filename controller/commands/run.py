@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from controller import logs
@@ -195,6 +196,7 @@ def run(args: argparse.Namespace) -> int:
             Retention(
                 max_bytes=int(args.journal_max_mb * 1024 * 1024) or None,
                 max_age_s=args.journal_max_days * 86400 or None,
+                hold=_uplink_hold(args.state),
             ),
             args.journal_queue,
             args.agent_fsync,
@@ -371,3 +373,13 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
         for lock in held:
             lock.release()
         raise
+
+
+def _uplink_hold(state: Path | None) -> Callable[[], int | None] | None:
+    """What retention must keep for a fleet uplink of this state folder: the rows its
+    broker has not acknowledged (`goosectl uplink`, docs/fleet.md)."""
+    if state is None:
+        return None
+    from controller.fleet.source import held_from
+
+    return lambda: held_from(state)

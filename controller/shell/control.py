@@ -436,7 +436,8 @@ class ControlServer:
         limit = reply.get("limit")
         if isinstance(limit, str):
             self._limit(limit, f"{peer}: {reply.get('error', '')}")
-        self.log.request(peer, op, reply, time.monotonic_ns())
+        via = req.get("via") if isinstance(req, dict) else None
+        self.log.request(peer, op, reply, time.monotonic_ns(), via)
         return reply
 
     def _not_owner(self, req: dict[str, Any], peer: Peer | None) -> str | None:

@@ -85,6 +85,9 @@ class Retention:
     low: float = 0.8
     #: rows deleted per transaction (a delete also goes through the WAL)
     chunk: int = 20_000
+    #: the first seq someone still needs (the fleet uplink's unacknowledged rows): rows
+    #: from it on are never deleted, whatever the limits say; None: no one
+    hold: Callable[[], int | None] | None = None
 
 
 class JournalWriter:
@@ -360,6 +363,9 @@ class JournalWriter:
 
     def _delete_below(self, db: sqlite3.Connection, below: int, reason: str, utc: int) -> None:
         """Delete rows with seq < `below`, a chunk per transaction, and say so in meta."""
+        held = self.retention.hold() if self.retention.hold is not None else None
+        if held is not None:
+            below = min(below, held)
         deleted = 0
         while True:
             lo = db.execute("SELECT MIN(seq) FROM journal").fetchone()[0]
