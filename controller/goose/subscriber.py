@@ -36,6 +36,7 @@ from typing import Any
 from controller.config.goose import SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
+from controller.goose.auth import AuthGate
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn
@@ -140,8 +141,11 @@ class SubscriberBank:
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
         max_streams: int = 10_000,
+        auth: AuthGate | None = None,
     ) -> None:
         self.runner = runner
+        #: the IEC 62351-6 gate, None when no frame is to be checked (`auth.py`)
+        self.auth = auth if auth is not None and auth.active else None
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
         #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
@@ -175,7 +179,16 @@ class SubscriberBank:
         retransmission counted on the fast path; the second item is its `FrameClassified`),
         "malformed", "unmatched", "foreign_source" (another source MAC than the stream's),
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
-        preferred mode: supervised, not delivered)."""
+        preferred mode: supervised, not delivered), or "auth_refused" (the subscription's
+        authentication policy refused it before anything of its stream moved; the second
+        item is the gate's `Verdict`)."""
+        auth = self.auth
+        if auth is not None:
+            checked = auth.check(buf, now_ns)
+            if checked is None:
+                skey = auth.last_policy.key
+                return self.streams.get(skey) if skey else None, auth.last, "auth_refused"
+            buf = checked
         key = stream_key(buf)
         stream = self.fast.get(key) if key is not None else None
         rep = None
@@ -477,6 +490,8 @@ class SubscriberBank:
                 elif k != "foreign_source":
                     continue
                 refused[k] = refused.get(k, 0) + n
+        if self.auth is not None:
+            refused.update(self.auth.refused(parent.label))
         return LgosView(
             parent.id,
             parent.label,
