@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from controller.cli import CommandError
-from controller.commands.auth_args import add_keys_args, keys_for
+from controller.commands._auth_args import add_keys_args, keys_for
 from controller.display import printable
 from controller.goose.auth import judge
 from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture

@@ -18,7 +18,7 @@ import time
 from typing import Any
 
 from controller.cli import CommandError
-from controller.commands.auth_args import add_keys_args, keys_for, with_profile
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub

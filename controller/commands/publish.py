@@ -13,7 +13,7 @@ import time
 from pydantic import ValidationError
 
 from controller.cli import CommandError
-from controller.commands.auth_args import add_keys_args, keys_for, with_profile
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.listen import open_live
 from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub

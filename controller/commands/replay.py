@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
-from controller.commands.auth_args import add_keys_args, keys_for, with_profile
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from controller import logs
 from controller.cli import CommandError, add_log_args
-from controller.commands.auth_args import add_keys_args, keys_for, with_profile
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
