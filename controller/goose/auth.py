@@ -128,12 +128,14 @@ class Policy:
     __slots__ = (
         "counts",
         "key",
+        "key_id",
         "last_event",
         "machine",
         "mode",
         "pending",
         "remember",
         "stream",
+        "verified",
     )
 
     def __init__(self, stream: str, mode: str, key: tuple[bytes, int, str] | None = None) -> None:
@@ -149,7 +151,11 @@ class Policy:
         #: to the end of the AuthenticationValue; the extension's length; the key; the
         #: verdict; the cleared reserved octets) of the last frame that verified: a
         #: retransmission differs only in its goosePdu and MAC, so its extension needs no parse
-        self.remember: tuple[bytes, bytes, int, Key, Verdict, bytes] | None = None
+        self.remember: tuple[bytes, bytes, int, Key, Verdict, bytes, int, int] | None = None
+        #: frames verified, and the key id of the last verified frame the auth machine was
+        #: told of (None: tell it at the next one)
+        self.verified = 0
+        self.key_id: int | None = None
 
 
 @cache
@@ -218,72 +224,67 @@ class AuthGate:
         if mode == "off":
             self.last = None
             return buf
-        utc = now_ns + self.utc_offset_ns
-        verdict: Verdict | None = None
-        out: bytes = buf
         mem = pol.remember
         if mem is not None:
-            verdict, out = self._repeat(buf, mem, utc)
-        if verdict is None:
-            verdict, out = judge(buf, self.keys, self.profile, utc)
-            if verdict.status == "verified":
-                self._remember(pol, buf, verdict)
+            # a retransmission of the last verified frame: its extension is that frame's
+            # but for the MAC (same APPID, Length, reserved fields, key id, key times)
+            hdr, av, ext_len, key, verdict, cleared, lo, hi = mem
+            off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
+            if buf[off + 2 : off + 10] == hdr:
+                apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
+                av_end = apdu_end + len(av) - 2  # `av` ends with the mAC's tag and length
+                ext_end = apdu_end + ext_len
+                if (
+                    buf[apdu_end : av_end + 2] == av
+                    and ext_end <= len(buf)
+                    and lo <= now_ns + self.utc_offset_ns <= hi
+                ):
+                    if key.key.check_hmac(memoryview(buf)[off:av_end], buf[av_end + 2 : ext_end]):
+                        self.last = verdict
+                        pol.verified += 1
+                        return b"".join(
+                            (buf[: off + 6], cleared, buf[off + 10 : apdu_end], buf[ext_end:])
+                        )
+                    self._refuse(
+                        pol, Verdict("refused", "bad_mac", key.key_id, key.algorithm), now_ns
+                    )
+                    return None
+        verdict, out = judge(buf, self.keys, self.profile, now_ns + self.utc_offset_ns)
         self.last = verdict
         status = verdict.status
         if status == "verified":
-            pol.counts["verified"] += 1
-            m = pol.machine
-            if m is None or m.state != "verified" or m.ctx["key_id"] != verdict.key_id:
+            pol.verified += 1
+            self._remember(pol, buf, verdict)
+            if pol.key_id != verdict.key_id:  # the first verified frame, or a new key id
+                pol.key_id = verdict.key_id
                 self._feed(pol, "verified", now_ns, (verdict.key_id, verdict.algorithm))
             return out
         if status == "unsigned" and mode == "optional":
             pol.counts["unsigned_accepted"] += 1
             return buf
+        self._refuse(pol, verdict, now_ns)
+        return None
+
+    def _refuse(self, pol: Policy, verdict: Verdict, now_ns: int) -> None:
+        """Count a refusal under its reason; a security event at most once an interval."""
         reason = verdict.reason
         if reason is None:  # unsigned where the policy requires a signature
             reason = "unsigned"
-            self.last = _REFUSED[reason]
+            verdict = _REFUSED[reason]
+        self.last = verdict
         pol.counts[reason] += 1
         pol.pending += 1
         if pol.last_event is None or now_ns - pol.last_event >= EVENT_EVERY_NS:
             self._feed(pol, "refused", now_ns, (reason, pol.pending, verdict.key_id))
             pol.pending = 0
             pol.last_event = now_ns
-        return None
-
-    def _repeat(
-        self, buf: bytes, mem: tuple[bytes, bytes, int, Key, Verdict, bytes], utc: int
-    ) -> tuple[Verdict | None, bytes]:
-        """The verdict of a frame whose extension is the last verified one's but for the
-        MAC, without parsing it; (None, buf) when it is not such a frame."""
-        hdr, av, ext_len, key, verdict, cleared = mem
-        off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
-        if buf[off + 2 : off + 10] != hdr:
-            return None, buf
-        apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
-        av_end = apdu_end + len(av)
-        ext_end = apdu_end + ext_len
-        mac_len = key.key.algorithm.mac_len
-        if (
-            buf[apdu_end:av_end] != av
-            or ext_end > len(buf)
-            or buf[av_end] != 0x85
-            or buf[av_end + 1] != mac_len
-        ):
-            return None, buf
-        keys = self.keys
-        reason = in_force(key, keys.grace_ns if keys is not None else 0, utc)
-        if reason is not None:
-            return Verdict("refused", reason, key.key_id, key.algorithm), buf
-        tag = buf[av_end + 2 : ext_end]
-        if not key.key.check(buf[off:av_end], None, tag):
-            return Verdict("refused", "bad_mac", key.key_id, key.algorithm), buf
-        return verdict, buf[: off + 6] + cleared + buf[off + 10 : apdu_end] + buf[ext_end:]
+            pol.key_id = None  # the next verified frame is journaled again
 
     def _remember(self, pol: Policy, buf: bytes, verdict: Verdict) -> None:
         keys = self.keys
         key = keys.keys.get(verdict.key_id) if keys is not None and verdict.key_id else None
-        if key is None or key.key.algorithm.gmac:
+        if keys is None or key is None or key.key.algorithm.gmac:
+            pol.remember = None
             return  # a GMAC frame's IV differs every frame: always parsed
         off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
         r1 = buf[off + 6] << 8 | buf[off + 7]
@@ -295,11 +296,13 @@ class AuthGate:
         c1, c2 = self.profile.clear(r1, r2)
         pol.remember = (
             buf[off + 2 : off + 10],
-            buf[apdu_end:av_end],
+            buf[apdu_end : av_end + 2],  # through the mAC's tag and length octets
             ext_len,
             key,
             verdict,
             c1.to_bytes(2, "big") + c2.to_bytes(2, "big"),
+            key.not_before_ns - keys.grace_ns,
+            key.not_after_ns + keys.grace_ns,
         )
 
     def _feed(self, pol: Policy, event: str, now_ns: int, payload: Any) -> None:
@@ -312,14 +315,14 @@ class AuthGate:
         """Per subscription: policy, verified and refused counts per reason, state."""
         out: dict[str, Any] = {}
         for pol in (*self.by_key.values(), self.default):
-            if pol.mode == "off" and not pol.counts:
+            if pol.mode == "off" and not pol.counts and not pol.verified:
                 continue
             m = pol.machine
             out[pol.stream] = {
                 "policy": pol.mode,
                 "state": m.state if m is not None else "unverified",
                 "key_id": m.ctx["key_id"] if m is not None else None,
-                "counts": dict(sorted(pol.counts.items())),
+                "counts": dict(sorted((pol.counts + Counter({"verified": pol.verified})).items())),
             }
         return out
 
