@@ -86,3 +86,20 @@ def test_model_errors_name_file_and_field(tmp_path, entries, reason) -> None:
     with pytest.raises(ConfigError, match=reason) as err:
         load_keys(path)
     assert str(path) in str(err.value)
+
+
+def test_keys_check_lists_the_keys(tmp_path, capsys) -> None:
+    import json
+
+    from controller.cli import main
+
+    path = write_keys(tmp_path, [entry(), entry(key_id=8, chain="c")])
+    assert main(["keys", "check", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [(k["key_id"], k["algorithm"], k["chain"]) for k in out["keys"]] == [
+        (7, "hmac-sha256-128", None),
+        (8, "hmac-sha256-128", "c"),
+    ]
+    (tmp_path / "k8.hex").chmod(0o664)
+    assert main(["keys", "check", str(path)]) == 2
+    assert "k8.hex" in capsys.readouterr().err
