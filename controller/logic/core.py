@@ -246,7 +246,7 @@ class BayController:
                 for name, m in self.input_machines.items()
             },
             "lgos": [v.as_json() for v in self.hub.lgos()],
-        }
+        } | ({"auth": self.hub.bank.auth.counters()} if self.hub.bank.auth is not None else {})
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:
         self._now = now_ns

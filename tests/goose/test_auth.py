@@ -14,7 +14,7 @@ from controller.config.keys import KeyFile
 from controller.goose.auth import EVENT_EVERY_NS, SecurityEvent
 from controller.goose.effects import StreamState
 from controller.goose.hub import GooseHub
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
 from tests.goose.helpers import (
     DST,
     GOCB,
@@ -259,8 +259,7 @@ def test_key_rollover_mid_burst_delivers_every_change_once(tmp_path) -> None:
 
 
 def test_a_publisher_without_a_key_in_force_sends_nothing(tmp_path) -> None:
-    kf = keys(tmp_path)
-    hub = pub_hub(kf, key_id=9) if False else None  # key 9 expired: see below
+    kf = keys(tmp_path)  # key 9 expired an hour ago
     cfg = GooseConfig.model_validate({"publishers": [pub_cfg(auth="sign", key_id=9)]})
     hub = GooseHub(cfg, keys=kf)
     hub.set_utc_offset(UTC0)
@@ -274,6 +273,38 @@ def test_reloaded_keys_take_effect_on_the_next_frame(tmp_path) -> None:
     hub = sub_hub(kf)
     assert verdicts(hub.frame(signed_raw(1, 0), "A", 0))[0].deliver
     hub.frame(signed_raw(1, 1), "A", MS)
-    hub.set_keys(keyfile(tmp_path / "..", []) if False else KeyFile("x", {}, 0))
+    hub.set_keys(KeyFile("empty", {}, 0))
     out = hub.frame(signed_raw(1, 2), "A", 2 * MS)
     assert [v.refused for v in verdicts(out)] == ["auth_unknown_key"]
+
+
+def test_gmac_ivs_never_repeat_and_start_with_the_process_prefix(tmp_path) -> None:
+    kf = keys(tmp_path, "aes-gmac-128")
+    hub = pub_hub(kf)
+    hub.set_iv_prefix(b"\xaa" * 6)
+    w = Wire(hub, sub_hub(kf))
+    w.run_until(3000 * MS)
+    ivs = []
+    profile = PROFILES["length-crc"]
+    for _ in range(20):
+        w.publish(True, False)
+        w.run_until(w.now + 20 * MS)
+    sent = [f.data for f in frames(hub.advance(w.now + 5000 * MS))]  # the heartbeats
+    assert len(sent) >= 3
+    signer = next(iter(hub.signers.values()))
+    assert signer.counter > 40  # every frame, retransmissions too, took a fresh IV
+    for data in sent:
+        ext = parse(data, profile)
+        assert ext is not None and ext.iv is not None
+        ivs.append(ext.iv)
+    assert all(iv.startswith(b"\xaa" * 6) for iv in ivs)
+    assert len(set(ivs)) == len(ivs)
+    assert set(auth_counts(w.sub)) == {"verified"}
+
+
+def test_status_shows_the_auth_counters(tmp_path) -> None:
+    kf = keys(tmp_path)
+    hub = sub_hub(kf)
+    hub.frame(raw_frame(1, 0), "A", 0)
+    c = hub.counters()["auth"][GOCB]
+    assert c["policy"] == "required" and c["state"] == "refusing" and c["counts"] == {"unsigned": 1}
