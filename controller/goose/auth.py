@@ -147,11 +147,14 @@ class Policy:
         self.machine: Any = None
         self.last_event: int | None = None
         self.pending = 0
-        #: (APPID, Length, Reserved1 and Reserved2 octets; the octets from the APDU's end
-        #: to the end of the AuthenticationValue; the extension's length; the key; the
-        #: verdict; the cleared reserved octets) of the last frame that verified: a
-        #: retransmission differs only in its goosePdu and MAC, so its extension needs no parse
-        self.remember: tuple[bytes, bytes, int, Key, Verdict, bytes, int, int] | None = None
+        #: of the last frame that verified: its APPID, Length, Reserved1 and Reserved2
+        #: octets; its octets from the APDU's end through the mAC's tag and length; the
+        #: extension's length; the key; the verdicts verified and bad_mac; the cleared
+        #: reserved octets; the key's window (grace included). A retransmission differs only
+        #: in its goosePdu and MAC, so its extension needs no parse
+        self.remember: tuple[bytes, bytes, int, Key, Verdict, Verdict, bytes, int, int] | None = (
+            None
+        )
         #: frames verified, and the key id of the last verified frame the auth machine was
         #: told of (None: tell it at the next one)
         self.verified = 0
@@ -228,7 +231,7 @@ class AuthGate:
         if mem is not None:
             # a retransmission of the last verified frame: its extension is that frame's
             # but for the MAC (same APPID, Length, reserved fields, key id, key times)
-            hdr, av, ext_len, key, verdict, cleared, lo, hi = mem
+            hdr, av, ext_len, key, verdict, bad, cleared, lo, hi = mem
             off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
             if buf[off + 2 : off + 10] == hdr:
                 apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
@@ -245,9 +248,7 @@ class AuthGate:
                         return b"".join(
                             (buf[: off + 6], cleared, buf[off + 10 : apdu_end], buf[ext_end:])
                         )
-                    self._refuse(
-                        pol, Verdict("refused", "bad_mac", key.key_id, key.algorithm), now_ns
-                    )
+                    self._refuse(pol, bad, now_ns)
                     return None
         verdict, out = judge(buf, self.keys, self.profile, now_ns + self.utc_offset_ns)
         self.last = verdict
@@ -300,6 +301,7 @@ class AuthGate:
             ext_len,
             key,
             verdict,
+            Verdict("refused", "bad_mac", key.key_id, key.algorithm),
             c1.to_bytes(2, "big") + c2.to_bytes(2, "big"),
             key.not_before_ns - keys.grace_ns,
             key.not_after_ns + keys.grace_ns,
