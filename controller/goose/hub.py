@@ -87,7 +87,7 @@ class GooseHub:
 
     def _transmit(self, machine_id: str, e: Transmit, now_ns: int) -> None:
         frame = self.publishers[machine_id].frame(e)
-        signer = self.signers.get(machine_id)
+        signer = self.signers.get(machine_id) if self.signers else None
         if signer is not None:
             data = signer.sign(frame.data, now_ns + self.utc_offset_ns)
             if data is None:
