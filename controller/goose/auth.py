@@ -51,6 +51,8 @@ REASONS: dict[str, str] = {
     "early_key": "signed with a key before its not_before (and the grace window)",
     "bad_mac": "the MAC does not verify",
 }
+#: distinct verified headers a subscription remembers (`Policy.headers`)
+MAX_HEADERS = 8
 #: at most one security event per subscription this often; refusals between are counted
 EVENT_EVERY_NS = 1_000_000_000
 
@@ -127,6 +129,7 @@ class Policy:
 
     __slots__ = (
         "counts",
+        "headers",
         "key",
         "key_id",
         "last_event",
@@ -147,14 +150,15 @@ class Policy:
         self.machine: Any = None
         self.last_event: int | None = None
         self.pending = 0
-        #: of the last frame that verified: its APPID, Length, Reserved1 and Reserved2
-        #: octets; its octets from the APDU's end through the mAC's tag and length; the
-        #: extension's length; the key; the verdicts verified and bad_mac; the cleared
-        #: reserved octets; the key's window (grace included). A retransmission differs only
-        #: in its goosePdu and MAC, so its extension needs no parse
-        self.remember: tuple[bytes, bytes, int, Key, Verdict, Verdict, bytes, int, int] | None = (
-            None
-        )
+        #: of the last frame that verified: its octets from the APDU's end through the
+        #: mAC's tag and length; the extension's length; the key; the verdicts verified and
+        #: bad_mac; the key's window (grace included). A retransmission differs only in its
+        #: goosePdu and MAC, so its extension needs no parse
+        self.remember: tuple[bytes, int, Key, Verdict, Verdict, int, int] | None = None
+        #: header octets (APPID, Length, Reserved1, Reserved2) that verified frames carried
+        #: -> the reserved octets of the unsigned frame: a stream's new states and
+        #: retransmissions differ in Length (TAL's width), so it has a few of them
+        self.headers: dict[bytes, bytes] = {}
         #: frames verified, and the key id of the last verified frame the auth machine was
         #: told of (None: tell it at the next one)
         self.verified = 0
@@ -211,6 +215,7 @@ class AuthGate:
         self.keys = keys
         for pol in (*self.by_key.values(), self.default):
             pol.remember = None
+            pol.headers.clear()
 
     def policy(self, buf: bytes) -> Policy:
         gk = stream_key(buf)
@@ -229,11 +234,13 @@ class AuthGate:
             return buf
         mem = pol.remember
         if mem is not None:
-            # a retransmission of the last verified frame: its extension is that frame's
-            # but for the MAC (same APPID, Length, reserved fields, key id, key times)
-            hdr, av, ext_len, key, verdict, bad, cleared, lo, hi = mem
+            # a frame whose extension is the last verified one's but for the MAC (same key
+            # id and key times), behind a header (APPID, Length, Reserved1/2) already seen
+            # to announce it: a retransmission, or a new state of the same length class
+            av, ext_len, key, verdict, bad, lo, hi = mem
             off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
-            if buf[off + 2 : off + 10] == hdr:
+            cleared = pol.headers.get(buf[off + 2 : off + 10])
+            if cleared is not None:
                 apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
                 av_end = apdu_end + len(av) - 2  # `av` ends with the mAC's tag and length
                 ext_end = apdu_end + ext_len
@@ -295,14 +302,17 @@ class AuthGate:
         mac_len = key.key.algorithm.mac_len
         av_end = apdu_end + ext_len - 2 - mac_len
         c1, c2 = self.profile.clear(r1, r2)
+        av = buf[apdu_end : av_end + 2]  # through the mAC's tag and length octets
+        old = pol.remember
+        if len(pol.headers) >= MAX_HEADERS or (old is not None and old[:2] != (av, ext_len)):
+            pol.headers.clear()  # headers are remembered for one extension layout only
+        pol.headers[buf[off + 2 : off + 10]] = c1.to_bytes(2, "big") + c2.to_bytes(2, "big")
         pol.remember = (
-            buf[off + 2 : off + 10],
-            buf[apdu_end : av_end + 2],  # through the mAC's tag and length octets
+            av,
             ext_len,
             key,
             verdict,
             Verdict("refused", "bad_mac", key.key_id, key.algorithm),
-            c1.to_bytes(2, "big") + c2.to_bytes(2, "big"),
             key.not_before_ns - keys.grace_ns,
             key.not_after_ns + keys.grace_ns,
         )
