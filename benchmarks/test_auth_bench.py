@@ -207,7 +207,12 @@ def test_verifying_the_trip_path_and_a_flood(benchmark, short, tmp_path):
         }
     )
     benchmark.pedantic(lambda: None, rounds=1)
-    assert signed.p99 < HARD_LIMIT_US and flooded.p99 < HARD_LIMIT_US
+    limit = (
+        f"trip p99: signed {signed.p99:.0f} us, after the flood {flooded.p99:.0f} us, unsigned "
+        f"{ref.p99:.0f} us in the same run; hard limit {HARD_LIMIT_US:.0f} us; "
+        f"{jitter_note(signed, host)}"
+    )
+    assert signed.p99 < HARD_LIMIT_US and flooded.p99 < HARD_LIMIT_US, limit
     print(
         f"\nflood of {FLOOD_FPS} bad-MAC frames/s: each refused in p50 {bad.p50:.2f} us "
         f"(p99 {bad.p99:.2f} us), {share:.1%} of a core; the signed trip behind it p50 "
