@@ -63,6 +63,7 @@ class GooseHub:
             config.subscriptions,
             simulation=simulation,
             max_streams=config.max_streams,
+            receive=config.receive,
             auth=AuthGate(
                 self.runner, config.subscriptions, keys, config.auth_profile, auth_default
             ),

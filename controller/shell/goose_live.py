@@ -133,6 +133,8 @@ class LiveGoose:
         promisc = hub.bank.observer if promiscuous is None else promiscuous
         # no interface: the loop still serves timers, the serial port and the control socket
         self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
+        if len(self.ifaces) == 2:
+            hub.bank.merge_sides()  # each frame's second copy is a duplicate, always
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():
@@ -358,6 +360,7 @@ class LiveGoose:
                 on_effects(out)
         next_poll = clock() + LINK_POLL_NS
         number = 0
+        rejects = hub.bank.rejects
         # the codec's Vlan for each tag seen (frozen: shared), not one object per frame
         vlans: dict[Any, Vlan] = {}
 
@@ -406,6 +409,10 @@ class LiveGoose:
                 # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
                 offset = time.time_ns() - clock()
                 for rx in batch:
+                    if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
+                        self.frames += 1
+                        number += 1
+                        continue
                     t_in = clock()
                     tag = rx.vlan
                     vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))

@@ -1,4 +1,4 @@
-"""Issue 12, row 7: a second `goosectl run` on what the first one owns (its state folder,
+"""A second `goosectl run` on what the first one owns (its state folder,
 its control socket, its serial device) exits 2 naming the first one's pid, and the first
 one goes on untouched: same socket, same journal, same device."""
 

@@ -1,4 +1,4 @@
-"""Issue 12, rows 5 and 6: where the control socket lives, who may use it, and what is never
+"""Where the control socket lives, who may use it, and what is never
 deleted. A real controller, real sockets, and a real other user (`nobody`, in a forked
 child that gives up root) as the one who should not get in."""
 

@@ -1,4 +1,4 @@
-"""Issue 12 row 16: capture timestamps before 1970 or after 2106, or a clock that jumps.
+"""Capture timestamps before 1970 or after 2106, or a clock that jumps.
 
 Before: a traceback (a UtcTime the publisher could not encode), 1,000,012 frames and
 893 MB published after a 10^6 s step, days of catch-up after a 2^32 s step. Now a jump
