@@ -29,7 +29,8 @@ copy of the protection stream for a moment. The script:
 
 With `signed=True` (what `goosectl demo` runs) the protection IED signs its stream
 (IEC 62351-6, the demo's built-in key) and the controller requires it; three attacks on
-the trip follow, each refused on the timeline:
+the trip follow, none acted on (the forgeries refused on the timeline, the replay absorbed
+by the A/B merge as a duplicate of a frame it has seen):
 
   17.0 s  a forged trip: the stream's addresses, confRev, the next stNum, no MAC
   17.5 s  a forged trip signed with a key id the forger guessed, the wrong secret
