@@ -107,6 +107,14 @@ class SubscriptionCfg(Cfg):
     _src = field_validator("src", mode="before")(_mac_or_none)
     _members = field_validator("members", mode="before")(_members)
 
+    @model_validator(mode="after")
+    def _auth_key(self) -> SubscriptionCfg:
+        # the gate finds a frame's policy by its gocbRef TLV read with a one-octet length;
+        # a longer gocbRef would miss its policy (and fail open): refused here instead
+        if self.auth != "off" and len(self.gocb_ref.encode()) > 127:
+            raise ValueError("auth needs a gocb_ref of at most 127 octets")
+        return self
+
     @property
     def key(self) -> tuple[bytes, int, str]:
         return (self.dst, self.appid, self.gocb_ref)

@@ -103,3 +103,14 @@ def test_keys_check_lists_the_keys(tmp_path, capsys) -> None:
     (tmp_path / "k8.hex").chmod(0o664)
     assert main(["keys", "check", str(path)]) == 2
     assert "k8.hex" in capsys.readouterr().err
+
+
+def test_a_policy_on_a_gocbref_the_gate_cannot_key_is_refused() -> None:
+    from pydantic import ValidationError
+
+    from controller.config.goose import SubscriptionCfg
+
+    long = "L" * 60 + "/LLN0$GO$" + "g" * 60
+    with pytest.raises(ValidationError, match="at most 127 octets"):
+        SubscriptionCfg(gocb_ref=long, appid=1, dst="01:0c:cd:01:00:01", auth="required")
+    assert SubscriptionCfg(gocb_ref=long, appid=1, dst="01:0c:cd:01:00:01").auth == "off"
