@@ -14,6 +14,7 @@ from pathlib import Path
 from controller import logs
 from controller.cli import CommandError, add_log_args
 from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
@@ -22,6 +23,7 @@ from controller.engine.resources import shipped
 from controller.report.bay_report import percentiles
 from controller.shell.goose_live import require_raw_sockets
 from controller.shell.journal_writer import LiveJournals, Retention
+from controller.shell.keys import KeyService
 from controller.shell.output_pump import LinePump
 
 PROCEDURES = shipped("controller.agent", "procedures")
@@ -43,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--port", help="serial port or URL of the device (default: device.port)")
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
+    add_keys_args(p)
     p.add_argument(
         "--journal-max-mb",
         type=float,
@@ -148,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    keys = keys_for(args, cfg.goose)
     iface = None if args.no_network else (args.iface or cfg.goose.interface_a)
     if not iface and not args.no_network:
         raise CommandError(f"{args.config}: goose.interface_a is not set and no --iface given")
@@ -206,7 +211,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     journal = journals.bay
     now = time.monotonic_ns()
-    bay = BayController(cfg, now, journal)
+    bay = BayController(cfg, now, journal, keys)
     control.log = ControlLog(journal, now, quiet_s=cfg.control.alarm_quiet_s)
     if args.mode:
         bay.set_mode(args.mode, now, "command line")
@@ -286,7 +291,11 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
-    control.handler = controller_ops(bay, agent.handle)
+    key_service = KeyService(bay.hub, args.keys or cfg.goose.keys, control.log)
+    key_service.start()
+    live.live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
+    control.handler = key_service.ops(controller_ops(bay, agent.handle))
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )

@@ -11,6 +11,7 @@ from typing import Any
 
 from controller import logs
 from controller.engine.effects import Alarm, Notify
+from controller.goose.auth import SecurityEvent
 from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
 from controller.logic.core import BayController
 from controller.logic.effects import CommandWithheld, DeviceCommand
@@ -104,6 +105,14 @@ class Status:
                 self.counts[f"stream.{e.state}"] += 1
             elif t is RxDrops:
                 self.drops(e)
+            elif t is SecurityEvent:  # rate-limited by the gate: at most one a second
+                self.counts[f"security.{e.reason}"] += e.count
+                logs.event(
+                    log, logging.WARNING, "security",
+                    "security %s: %d frame(s) refused (%s), last key id %s", e.stream,
+                    e.count, e.reason, e.key_id,
+                    stream=e.stream, reason=e.reason, count=e.count, key_id=e.key_id,
+                )  # fmt: skip
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
                 logs.event(log, logging.ERROR, "error", "%s", e.data)
