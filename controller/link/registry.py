@@ -13,7 +13,7 @@ from controller.engine.effects import Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from protocols.serial import messages as m
-from protocols.serial.sequence import seq_newer, seq_next
+from protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
 from protocols.serial.stream import frame
 
 REGISTRY = Registry("controller.link")
@@ -62,8 +62,9 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 @REGISTRY.action
 def enqueue(ctx, ev) -> dict:
     sub: Submit = ev.payload
+    updates: dict[str, Any]
     if sub.seq is not None:  # a reconciling re-send keeps its number; next_seq is untouched
-        seq, updates = sub.seq, {}
+        seq, updates = sub.seq, {"pinned": (*ctx["pinned"], sub.seq)}
     else:
         seq = ctx["next_seq"]
         updates = {"next_seq": seq_next(seq)}
@@ -80,7 +81,7 @@ def skip_seq(ctx, ev) -> dict:
 @REGISTRY.action
 def send_head(ctx, ev) -> list:
     head, rest = ctx["queue"][0], ctx["queue"][1:]
-    return [{"queue": rest, "pending": head, "tries": 0}, Transmit(head[3])]
+    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head[3])]
 
 
 def _answered_type(msg) -> int:
@@ -123,8 +124,8 @@ def wrong_answer(ctx, ev) -> list:
 
 
 def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
-    _seq, command, tag, _frame, _fields, origin = ctx["pending"]
-    out: list = [{"pending": None, "tries": 0}]
+    seq, command, tag, _frame, _fields, origin = ctx["pending"]
+    out: list = [{"pending": None, "tries": 0, "pinned": _unpinned(ctx, seq)}]
     if tag == "user":
         out.append(_out(outcome_kind, origin, command, reason, **data))
     out.append(Signal("link", "response", (msg, origin, command, tag, reason)))
@@ -140,6 +141,57 @@ def settle(ctx, ev) -> list:
         return _settled(ctx, "cmd_ok", None, msg, {"result": msg.result.name.lower()})
     reason = msg.reason.name.lower()
     return _settled(ctx, "cmd_failed", reason, msg, {"detail": msg.detail})
+
+
+def _unpinned(ctx, seq: int) -> tuple:
+    return tuple(p for p in ctx["pinned"] if p != seq)
+
+
+@REGISTRY.guard
+def stale_pending(ctx, ev) -> bool:
+    """STALE_SEQUENCE for the command on the wire, which we numbered ourselves: the device
+    executed a newer seq than ours, so its counter is ahead of ours (SPEC 6.2). A number
+    the caller chose (a restarted controller's re-send) is the caller's to settle."""
+    msg, pending = ev.payload, ctx["pending"]
+    return (
+        isinstance(msg, m.Nack)
+        and msg.reason is m.NackReason.STALE_SEQUENCE
+        and answers_pending(ctx, ev)
+        and pending[0] not in ctx["pinned"]
+        and ctx["resequenced"] < ctx["max_resequence"]
+    )
+
+
+@REGISTRY.action
+def resequence(ctx, ev) -> list:
+    """Our counter is behind the device's newest (a controller that replaced another on a
+    device that kept running; a new state folder). A NACK never actuates, so nothing ran:
+    the device's newest is at most half the number space ahead of the refused seq, so our
+    counter moves half the space ahead of it, the same command goes again under the new
+    number at once, and what is queued behind it is renumbered after it (numbers the
+    caller chose stay). Outcomes keep the caller's number. Said once per jump
+    (`sequence_resync`), which the bay logs and journals."""
+    seq, command, tag, _frame, fields, origin = ctx["pending"]
+    new = (seq + HALF) & SEQ_MASK
+    pending = (new, command, tag, build(command, new, fields), fields, origin)
+    nxt, queue = seq_next(new), []
+    for entry in ctx["queue"]:
+        if entry[0] in ctx["pinned"]:
+            queue.append(entry)
+            continue
+        _s, c, t, _f, f, o = entry
+        queue.append((nxt, c, t, build(c, nxt, f), f, o))
+        nxt = seq_next(nxt)
+    updates = {
+        "pending": pending,
+        "queue": tuple(queue),
+        "next_seq": nxt,
+        "tries": 0,
+        "resequenced": ctx["resequenced"] + 1,
+        "resequences": 1,
+    }
+    event = _out("sequence_resync", origin, command, "stale_sequence", refused=seq, resent=new)
+    return [updates, Transmit(pending[3]), event]
 
 
 @REGISTRY.guard
@@ -171,7 +223,7 @@ def abandon_all(ctx, ev) -> list:
     (SPEC 6.4). For any other reason they fail with it (for the pending one that means:
     outcome unknown, it may or may not have run)."""
     reason = str(ev.payload)
-    out: list = [{"queue": (), "pending": None, "tries": 0}]
+    out: list = [{"queue": (), "pending": None, "tries": 0, "pinned": ()}]
     users = [e for e in _entries(ctx) if e[2] == "user"]
     if reason == "device_reset":
         if users:

@@ -107,6 +107,16 @@ class Status:
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
                 logs.event(log, logging.ERROR, "error", "%s", e.data)
+            elif t is Notify and e.topic == "link_resync":
+                self.counts["link.resyncs"] += 1
+                d = e.data
+                logs.event(
+                    log, logging.WARNING, "link_resync",
+                    "device link: command sequence resynchronised: the device had run "
+                    "newer commands than seq %s (another controller before this one); "
+                    "%s sent again as seq %s", d["refused"], d["command"], d["resent"],
+                    **d,
+                )  # fmt: skip
 
     def alarm(self, name: str, active: bool, detail: str = "") -> None:
         """An alarm's state for the status line; a change is logged (raised: WARNING,
