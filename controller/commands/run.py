@@ -243,6 +243,9 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
+    if agent.fault is not None:  # the restore already failed
+        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError

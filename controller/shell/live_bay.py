@@ -118,6 +118,13 @@ class Status:
                     **d,
                 )  # fmt: skip
 
+    def agent_fault(self, why: str, exc: BaseException) -> None:
+        """The agent layer turned itself off after an error inside it: the `agent` alarm
+        (it stays raised until a restart) and the traceback once, for a bug report."""
+        self.counts["errors"] += 1
+        log.error("agent layer off after an internal error", exc_info=exc)
+        self.alarm("agent", True, f"{why}: agent requests refused, protection unaffected")
+
     def alarm(self, name: str, active: bool, detail: str = "") -> None:
         """An alarm's state for the status line; a change is logged (raised: WARNING,
         cleared: INFO); a repeat, or the all-clear of one never raised, is not."""
