@@ -23,13 +23,19 @@ from controller.logic.core import BayController
 
 class AgentBay:
     def __init__(
-        self, bay: BayController, service: AgentService, runs: Implementations = RUNS
+        self,
+        bay: BayController,
+        service: AgentService,
+        runs: Implementations = RUNS,
+        *,
+        resume_max_age_s: float = 30.0,
     ) -> None:
         """`runs`: the code of every tool the service's planner declares (a test or a
-        site adds its own with `RUNS.merged(...)`)."""
+        site adds its own with `RUNS.merged(...)`). `resume_max_age_s`: a restored
+        session's first device command is refused if its step began longer ago."""
         self.bay = bay
         self.service = service
-        self.tools = ToolRunner(service, bay, runs)
+        self.tools = ToolRunner(service, bay, runs, resume_max_age_s)
         self.now_ns = 0
         #: what the sessions did and told the operator (tools run, confirmations, answers)
         #: what the operator is told; `run` keeps only the last ones (a bounded deque)
@@ -63,6 +69,7 @@ class AgentBay:
         try:
             n = self.service.restore(now_ns)
             self.held.extend(self.service.take())
+            self.tools.resumed.update(self.service.open)
         except Exception as exc:  # isolation: see _disable
             self._disable(exc)
             return 0

@@ -387,10 +387,15 @@ class AgentService:
             {"step": step, "attempt": attempt, "outcome": outcome, "detail": detail},
         )
 
-    def tool_failed(self, sid: str, step: str, attempt: int, error: str, now_ns: int):
-        return self._input(
-            sid, "tool_failed", now_ns, {"step": step, "attempt": attempt, "error": error}
-        )
+    def tool_failed(
+        self, sid: str, step: str, attempt: int, error: str, now_ns: int, final: bool = False
+    ):
+        """`final`: never retried (the step's fallback or the end), e.g. a close that a
+        restart found not done: it must not run late."""
+        payload = {"step": step, "attempt": attempt, "error": error}
+        if final:
+            payload["final"] = True
+        return self._input(sid, "tool_failed", now_ns, payload)
 
     def advance(self, now_ns: int) -> None:
         if self.runner.advance(now_ns):

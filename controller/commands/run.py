@@ -173,7 +173,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.shell.locks import LockError
 
     if args.state is not None:
-        args.state.mkdir(parents=True, exist_ok=True)
+        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+
+        try:
+            prepare_state_folder(args.state)
+        except StateFolderError as exc:
+            raise CommandError(str(exc)) from exc
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
@@ -217,7 +222,7 @@ def run(args: argparse.Namespace) -> int:
         max_open=cfg.agent.max_open_sessions,
         keep_finished=cfg.agent.keep_finished_sessions,
     )
-    agent = AgentBay(bay, service)
+    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
 
     def expired(notice, now_ns: int) -> None:
