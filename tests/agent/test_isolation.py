@@ -200,3 +200,67 @@ def _wait_for(pred, err: Path, timeout: float = 30.0) -> None:
     while not pred():
         assert time.monotonic() < end, err.read_text()
         time.sleep(0.05)
+
+
+REPORTS_FAULT = """
+# injected into `goosectl run` for the test: the status line raises while it is made
+from controller.shell import live_bay
+
+
+def boom(self, fields):
+    raise RuntimeError("injected fault in the status line")
+
+
+live_bay.Status.line = boom
+"""
+
+CLOSE_NOW = """
+name: close_now
+params: {bay: {type: int}}
+equipment: ["bay{bay}"]
+start: close_breaker
+steps:
+  close_breaker: {tool: device, args: {command: close}, timeout_ms: 20000}
+"""
+
+
+def test_run_survives_an_error_in_its_reports_and_still_operates(tmp_path):
+    """The status line raises: one `reports` alarm and its traceback; the controller goes
+    on, and a close asked for after it reaches the breaker."""
+    inject = tmp_path / "inject"
+    inject.mkdir()
+    (inject / "sitecustomize.py").write_text(REPORTS_FAULT)
+    (tmp_path / "procedures").mkdir()
+    (tmp_path / "procedures" / "close_now.yaml").write_text(CLOSE_NOW)
+    sock = tmp_path / "ctl.sock"
+    err = tmp_path / "run.err"
+    env = {**os.environ, "PYTHONPATH": f"{inject}{os.pathsep}{REPO}"}
+    with Sim("--pty", link=tmp_path / "dev.pty") as sim:
+        ctl = start_run(
+            sim.port,
+            "--state", str(tmp_path / "state"),
+            "--procedures", str(tmp_path / "procedures"),
+            "--control", str(sock),
+            stderr=err.open("w"),
+            env=env,
+        )  # fmt: skip
+        try:
+            wait_running(ctl, err)
+            _wait_for(lambda: "alarm reports" in err.read_text(), err)
+            time.sleep(1.0)  # the link comes up behind the broken status line
+            asked = _ask(sock, {"op": "run", "procedure": "close_now", "params": {"bay": "1"}})
+            assert asked["ok"], asked
+            sid = asked["session"]
+            end = time.monotonic() + 30
+            while _ask(sock, {"op": "status", "session": sid})["status"]["state"] != "completed":
+                assert time.monotonic() < end, err.read_text()
+                time.sleep(0.05)
+        finally:
+            ctl.send_signal(signal.SIGTERM)
+            ctl.communicate(timeout=30)
+        counts = sim.stop()
+    text = err.read_text()
+    assert ctl.returncode == 0, text
+    assert text.count("alarm reports") == 1, text
+    assert "injected fault in the status line" in text
+    assert "'CLOSE': 1" in counts.strip().splitlines()[-1], counts
