@@ -13,7 +13,6 @@ Outputs (`take()`): RunTool, CancelTool, Respond, Notify.
 
 from __future__ import annotations
 
-import sqlite3
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -221,7 +220,7 @@ class AgentService:
             # its machines), and the next request, once the disk is back, starts clean
             try:
                 self._keep_text(proc)
-            except sqlite3.Error as exc:
+            except self.journal.db.Error as exc:  # the connection's own sqlite3.Error
                 return {
                     "ok": False,
                     "error": f"{self.journal.path}: {exc}: no procedure starts until the "
@@ -278,7 +277,7 @@ class AgentService:
         if self.journal is not None:
             try:
                 self._keep_text(proc)
-            except sqlite3.Error as exc:
+            except self.journal.db.Error as exc:
                 return {"ok": False, "error": f"{self.journal.path}: {exc}: not redirected"}
         old = self.sessions[sid]
         for e in old.equipment:
