@@ -179,7 +179,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.shell.locks import LockError
 
     if args.state is not None:
-        args.state.mkdir(parents=True, exist_ok=True)
+        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+
+        try:
+            prepare_state_folder(args.state)
+        except StateFolderError as exc:
+            raise CommandError(str(exc)) from exc
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
@@ -224,7 +229,7 @@ def run(args: argparse.Namespace) -> int:
         max_open=cfg.agent.max_open_sessions,
         keep_finished=cfg.agent.keep_finished_sessions,
     )
-    agent = AgentBay(bay, service)
+    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
 
     def expired(notice, now_ns: int) -> None:
@@ -250,6 +255,9 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
+    if agent.fault is not None:  # the restore already failed
+        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError

@@ -461,6 +461,9 @@ class BayController:
             return [("spring", bool(le.get("charged")))]
         if kind == "alarm":
             return [("device_alarm", {"name": le.get("alarm"), "active": le.get("active")})]
+        if kind == "sequence_resync":
+            data = {"refused": le.get("refused"), "resent": le.get("resent"), "command": le.command}
+            return [("link_resync", data)]
         if kind == "link_state":
             out = [("link", le.get("state"))]
             pos = self.link.view.get("position")
