@@ -20,6 +20,7 @@ from typing import Any
 from controller.cli import CommandError
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.report.goose_report import Reporter
 from controller.shell.goose_live import (
@@ -96,9 +97,20 @@ def stats_line(live: LiveGoose) -> str:
     )
 
 
+def listener_config(config: GooseConfig) -> GooseConfig:
+    """The subscriptions of `config` without its publishers: a listener on a station bus
+    never sends, since frames of the configured IED's control blocks would impersonate it
+    (an injection). Saying so once tells a user why the publishers are not on the wire."""
+    if config.publishers:
+        names = ", ".join(p.gocb_ref for p in config.publishers)
+        log.info("listen never publishes: the config's publishers are not sent (%s)", names)
+    return config.model_copy(update={"publishers": []})
+
+
 def run(args: argparse.Namespace) -> int:
     config = load_goose_config(args.config, args.ied)
     check = wire_check(args.scl, config)
+    config = listener_config(config)
     hub = GooseHub(config, simulation=args.simulation)
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
