@@ -17,7 +17,7 @@ import sys
 import time
 from typing import Any
 
-from controller.cli import CommandError
+from controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, CommandError
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
@@ -113,7 +113,8 @@ def run(args: argparse.Namespace) -> int:
     config = listener_config(config)
     hub = GooseHub(config, simulation=args.simulation)
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    # events of timers (a TAL that ran out) are stamped with the host's clock
+    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref, clock=time.time_ns)
 
     def on_effects(out: list) -> None:
         reporter.effects(out)
@@ -127,7 +128,13 @@ def run(args: argparse.Namespace) -> int:
         reporter.frame(n, ts, b, v, out)
         sys.stdout.flush()
 
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: the report, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
@@ -154,4 +161,6 @@ def run(args: argparse.Namespace) -> int:
         check.print(as_json=False)
     if not args.json:
         print(json.dumps({"frames": live.frames, "sent": live.sent}))
-    return 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FINDINGS if reporter.anomalies.count else EXIT_OK

@@ -7,7 +7,7 @@ import itertools
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_FINDINGS, CommandError, add_log_args
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -109,20 +109,24 @@ def run(args: argparse.Namespace) -> int:
     journal = Journal(args.journal, durability="group") if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(config, journal, simulation=args.simulation)
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    replay: Replay | None = None
+    reporter = Reporter(
+        hub,
+        args.json,
+        sys.stdout,
+        args.appid,
+        args.gocbref,
+        clock=lambda: replay.now_ns if replay is not None else 0,
+        quiet=bool(args.quiet),
+    )
     clock = CaptureClock(max_gap, reporter.time_jump)
 
     def on_frame(number, ts, data, effects):
         if check is not None:
             check.frame(ts, data)
-        if not args.quiet:
-            reporter.frame(number, ts, data, None, effects)
+        reporter.frame(number, ts, data, None, effects)
 
-    def on_effects(effects):
-        if not args.quiet:
-            reporter.effects(effects)
-
-    replay = Replay(hub, args.out, args.speed, on_frame, on_effects)
+    replay = Replay(hub, args.out, args.speed, on_frame, reporter.effects)
     try:
         replay.run(capture_frames(args.file, args.loop, clock))
     except (CaptureError, CaptureTimeError) as exc:
@@ -134,7 +138,7 @@ def run(args: argparse.Namespace) -> int:
     reporter.summary()
     if check is not None and not args.json:
         check.print(as_json=False)
-    return 0
+    return EXIT_FINDINGS if reporter.anomalies.count else 0
 
 
 def run_controller(args: argparse.Namespace) -> int:

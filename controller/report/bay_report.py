@@ -23,8 +23,8 @@ from controller.logic.effects import (
     ModeChanged,
     PublishTopic,
 )
+from controller.report.anomalies import NORMAL_CLASSES
 
-NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused
 #: retransmission of it only a count
 STATE_CLASSES = frozenset({"first", "new_state", "missed_states", "restart"})

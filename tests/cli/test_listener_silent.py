@@ -56,7 +56,7 @@ def test_listen_with_a_config_of_publishers_sends_nothing(kind: str) -> None:
             frames = cap.recv_batch(10_000)
         finally:
             cap.close()
-    assert proc.returncode == 0, err
+    assert proc.returncode == 0, err + out
     from_listener = [f for f in frames if f.frame[6:12] == listener_mac]
     lines = [json.loads(x) for x in out.splitlines()]
     (stats,) = [x for x in lines if x.get("event") == "stats"]
