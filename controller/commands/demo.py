@@ -72,6 +72,10 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
                     f"{' ...' if len(taken) > 3 else ''}: each demo needs a new or empty folder"
                 )
             return out
+        if not out.parent.is_dir():  # a typo in the path must not grow a tree of folders
+            raise CommandError(
+                f"--out {out}: its parent folder {out.parent} does not exist (create it first)"
+            )
         candidates = [out]
     else:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
@@ -79,7 +83,7 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
         candidates = [Path(base)] + [Path(f"{base}-{n}") for n in range(2, 100)]
     for folder in candidates:
         try:
-            folder.mkdir(parents=out is not None)
+            folder.mkdir()
         except FileExistsError:
             continue
         except OSError as exc:

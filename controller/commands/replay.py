@@ -98,6 +98,10 @@ def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
 
 def run(args: argparse.Namespace) -> int:
     if args.device:
+        if args.speed is not None:  # it runs in virtual time only: refused, not ignored
+            raise CommandError(
+                "--speed: replay --device sim runs in virtual time only (as fast as possible)"
+            )
         return run_controller(args)
     config = load_goose_config(args.config, args.ied)
     check = wire_check(args.scl, config)

@@ -42,11 +42,14 @@ def start_listener(ns, *args: str) -> tuple[subprocess.Popen, Lines]:
 
 
 def stop_listener(proc: subprocess.Popen, out: Lines) -> list[dict]:
-    """SIGTERM (listen stops, prints its counters, exits 0); every JSON line it printed."""
+    """SIGTERM (listen stops, prints its anomalies and counters, exits 1 if it found any
+    anomaly, else 0); every JSON line it printed."""
     proc.terminate()
     proc.wait(timeout=60)
-    assert proc.returncode == 0, proc.stderr.read()
-    return [json.loads(x) for x in out.all()]
+    lines = [json.loads(x) for x in out.all()]
+    (report,) = [x for x in lines if x.get("event") == "anomalies"]
+    assert proc.returncode == (1 if report["count"] else 0), proc.stderr.read()
+    return lines
 
 
 def side_is(side: str, state: str):
