@@ -1,0 +1,43 @@
+"""What a new user met running the commands as the README shows them: the text output
+of `decode` without the fields a person checks a frame by, and the smaller gaps, each
+checked through the command line the user typed."""
+
+from __future__ import annotations
+
+from protocols.ethernet.pcap import PcapWriter
+from protocols.goose import BitString, Boolean, GooseFrame, encode_frame
+from tests.support.peers import CAPTURES, REPO
+from tests.support.procs import goosectl
+
+SEL = CAPTURES / "brogoose_goose_orig.pcap"
+BAY1 = REPO / "examples" / "scl" / "bay1.scd"
+
+
+def test_decode_text_names_the_data_set_the_goid_and_the_time_quality() -> None:
+    done = goosectl("decode", str(SEL))
+    first = done.stdout.splitlines()[0]
+    assert " datSet=SEL_351_1CFG/LLN0$three51to2411 " in first
+    assert " goID=SEL_351_1 " in first
+    # 0x9f: leap seconds known, clock not failed, synchronised, accuracy 31 (unspecified)
+    assert " tq=0x9f(leap-seconds-known,accuracy-unspecified) " in first
+    second = done.stdout.splitlines()[1]
+    # 0xaa: leap seconds known, clock not synchronised, 10 bits of accuracy
+    assert " tq=0xaa(leap-seconds-known,not-synchronized,10-bit) " in second
+
+
+def test_the_wire_check_says_untagged_not_vlanid_none(tmp_path) -> None:
+    trip = GooseFrame(
+        gocb_ref="PROT1LD0/LLN0$GO$trip",
+        dat_set="PROT1LD0/LLN0$dstrip",
+        go_id="PROT1_TRIP",
+        all_data=(Boolean(False), BitString.from_bits("0000000000000")),
+        dst=bytes.fromhex("010ccd010001"),
+        appid=0x1001,
+        time_allowed_to_live=2000,
+    )
+    cap = tmp_path / "untagged.pcap"
+    with PcapWriter(cap) as w:
+        w.write(encode_frame(trip), 1_800_000_000 * 10**9)
+    done = goosectl("replay", str(cap), "--scl", str(BAY1), "-q")
+    assert "      vlanId untagged (expected 10 or 11)\n" in done.stdout
+    assert "None" not in done.stdout
