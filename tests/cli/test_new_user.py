@@ -4,6 +4,10 @@ checked through the command line the user typed."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from protocols.ethernet.pcap import PcapWriter
 from protocols.goose import BitString, Boolean, GooseFrame, encode_frame
 from tests.support.peers import CAPTURES, REPO
@@ -41,3 +45,44 @@ def test_the_wire_check_says_untagged_not_vlanid_none(tmp_path) -> None:
     done = goosectl("replay", str(cap), "--scl", str(BAY1), "-q")
     assert "      vlanId untagged (expected 10 or 11)\n" in done.stdout
     assert "None" not in done.stdout
+
+
+def _two_prot1(tmp_path) -> Path:
+    """bay1.scd with its second IED (BAY2, line 147) renamed to the first's name (PROT1,
+    line 124)."""
+    text = BAY1.read_text().replace('<IED name="BAY2"', '<IED name="PROT1"', 1)
+    path = tmp_path / "two-prot1.scd"
+    path.write_text(text)
+    return path
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["demo", "--in-memory", "--ied", "GCTL1"],
+        ["replay", str(SEL), "--ied", "GCTL1"],
+        ["listen", "--iface", "lo", "--ied", "GCTL1", "--duration", "1"],
+    ],
+    ids=["demo", "replay", "listen"],
+)
+def test_two_ieds_of_one_name_are_an_error_naming_both_lines(tmp_path, argv) -> None:
+    scd = _two_prot1(tmp_path)
+    done = goosectl(*argv, "--config", str(scd), check=False, cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == (
+        f'goosectl: bad config: {scd}:147: a second IED named "PROT1" (the first is on '
+        "line 124): IED names must be unique in an SCL file\n"
+    )
+    assert list(tmp_path.iterdir()) == [scd]  # nothing written
+
+
+def test_an_ied_that_subscribes_to_nothing_is_a_warning_naming_its_role(tmp_path) -> None:
+    done = goosectl("replay", str(SEL), "--config", str(BAY1), "--ied", "PROT1", "-q")
+    warned = [x for x in done.stderr.splitlines() if "subscribes to no GOOSE" in x]
+    assert warned == [
+        f"goosectl: {BAY1}: IED PROT1 (protection IED: trip on networks A and B) subscribes "
+        "to no GOOSE stream: the config has no subscriptions and no inputs "
+        "(IEDs that subscribe: GCTL1)"
+    ], done.stderr
+    quiet = goosectl("replay", str(SEL), "--config", str(BAY1), "--ied", "GCTL1", "-q")
+    assert "subscribes to no GOOSE" not in quiet.stderr
