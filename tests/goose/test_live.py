@@ -154,6 +154,8 @@ def test_our_publisher_to_libiec61850_subscriber():
                 "--max-time",
                 "200",
                 "--json",
+                "--duration",  # publish runs until Ctrl-C or this, stdin closed or not
+                "5",
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -249,6 +251,7 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
         out.wait_for_json(side_is("A", "valid"), "side A recovered (valid after lost)")
         lines = stop_listener(listener, out)  # the listener stops while the publisher runs
         p.stdin.close()
+        p.terminate()  # publish runs until told to stop
         p.wait(timeout=10)
     delivered = [x["stNum"] for x in lines if x.get("class") in ("first", "new_state")]
     assert delivered == list(range(1, 8))  # every state exactly once, none lost
