@@ -86,3 +86,26 @@ def test_an_ied_that_subscribes_to_nothing_is_a_warning_naming_its_role(tmp_path
     ], done.stderr
     quiet = goosectl("replay", str(SEL), "--config", str(BAY1), "--ied", "GCTL1", "-q")
     assert "subscribes to no GOOSE" not in quiet.stderr
+
+
+def test_table_run_on_a_finished_journal_says_so(tmp_path) -> None:
+    table = REPO / "examples" / "tables" / "breaker.yaml"
+    events = REPO / "examples" / "tables" / "breaker-events.jsonl"
+    argv = ("table", "run", str(table), "--events", str(events), "--journal")
+    first = goosectl(*argv, str(tmp_path / "j.sqlite"))
+    assert first.stdout  # the rows of the run
+    again = goosectl(*argv, str(tmp_path / "j.sqlite"))
+    assert again.stdout == ""  # nothing new: no row printed twice
+    (said,) = again.stderr.splitlines()
+    assert said.startswith(f"goosectl: {tmp_path / 'j.sqlite'}: every event of ")
+    assert said.endswith("nothing left to run (another --journal starts over)")
+
+
+def test_a_full_disk_names_the_folder_it_filled(tmp_path) -> None:
+    from tests.support.smallfs import small_tmpfs
+
+    with small_tmpfs(tmp_path / "small", size="64k") as small:
+        done = goosectl("demo", "--in-memory", "--out", str(small / "d"), check=False)
+    assert done.returncode == 2, done.stderr
+    said = [x for x in done.stderr.splitlines() if "No space left on device" in x]
+    assert said == [f"goosectl: --out {small / 'd'}: No space left on device"], done.stderr
