@@ -60,6 +60,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burst", type=int, default=4, help="fixed-burst repeats at MinTime")
     p.add_argument("--sides", choices=["A", "B", "both"], default=None)
     p.add_argument("--simulation", action="store_true")
+    p.add_argument(
+        "--ndscom",
+        action="store_true",
+        help="send ndsCom TRUE (a test set's 'needs commissioning' injection: a subscriber "
+        "must refuse the data)",
+    )
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--duration",
@@ -107,6 +113,8 @@ def _from_config(args: argparse.Namespace) -> PublisherCfg:
         changes["src"] = args.src
     if args.simulation:
         changes["simulation"] = True
+    if args.ndscom:
+        changes["nds_com"] = True
     try:
         return PublisherCfg.model_validate(chosen[0].model_dump() | changes)
     except ValidationError as exc:
@@ -132,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
             src=args.src,
             vlan=VlanCfg(id=args.vlan, priority=args.priority) if args.vlan is not None else None,
             simulation=args.simulation,
+            nds_com=args.ndscom,
             members=data_shape(initial),
             initial=json.loads(args.values),
             schedule=args.schedule,

@@ -35,7 +35,8 @@ def _mine(frames) -> list:
 @pytest.mark.parametrize("stop", ["duration", "sigint"])
 def test_publish_keeps_publishing_after_stdin_closes(stop: str) -> None:
     require_root()
-    argv = [*ARGV, *(["--duration", "1.5"] if stop == "duration" else [])]
+    # with --duration, also the test set's ndsCom injection
+    argv = [*ARGV, *(["--duration", "1.5", "--ndscom"] if stop == "duration" else [])]
     with netlab() as lab:
         near, far = lab.namespace(), lab.namespace()
         lab.veth(near, far, a="tx0", b="rx0")
@@ -67,6 +68,7 @@ def test_publish_keeps_publishing_after_stdin_closes(stop: str) -> None:
     # stdin closed at once, yet the heartbeats went on: about 10 a second at MaxTime 100 ms
     assert len(seen) >= 15, (len(seen), err)
     assert {h.st_num for h in seen} == {1}
+    assert {h.nds_com for h in seen} == {stop == "duration"}
     assert proc.returncode == (130 if stop == "sigint" else 0), err
     lines = [json.loads(x) for x in out.splitlines()]
     assert lines[-1]["event"] == "done" and lines[-1]["gocbRef"] == GOCB
