@@ -29,11 +29,10 @@ def test_decode_text_names_the_data_set_the_goid_and_the_time_quality() -> None:
     assert " tq=0xaa(leap-seconds-known,not-synchronized,10-bit) " in second
 
 
-def test_the_wire_check_says_untagged_not_vlanid_none(tmp_path) -> None:
+def test_the_wire_check_says_untagged_and_absent_never_none(tmp_path) -> None:
     trip = GooseFrame(
         gocb_ref="PROT1LD0/LLN0$GO$trip",
         dat_set="PROT1LD0/LLN0$dstrip",
-        go_id="PROT1_TRIP",
         all_data=(Boolean(False), BitString.from_bits("0000000000000")),
         dst=bytes.fromhex("010ccd010001"),
         appid=0x1001,
@@ -44,6 +43,7 @@ def test_the_wire_check_says_untagged_not_vlanid_none(tmp_path) -> None:
         w.write(encode_frame(trip), 1_800_000_000 * 10**9)
     done = goosectl("replay", str(cap), "--scl", str(BAY1), "-q")
     assert "      vlanId untagged (expected 10 or 11)\n" in done.stdout
+    assert "      goID absent (expected PROT1_TRIP)\n" in done.stdout  # the frame has none
     assert "None" not in done.stdout
 
 
