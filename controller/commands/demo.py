@@ -77,6 +77,10 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
                     f"{' ...' if len(taken) > 3 else ''}: each demo needs a new or empty folder"
                 )
             return out
+        if not out.parent.is_dir():  # a typo in the path must not grow a tree of folders
+            raise CommandError(
+                f"--out {out}: its parent folder {out.parent} does not exist (create it first)"
+            )
         candidates = [out]
     else:
         stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
@@ -85,7 +89,7 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
     for folder in candidates:
         try:
             # private: nobody else can plant a link at a name the demo is about to write
-            folder.mkdir(mode=0o700, parents=out is not None)
+            folder.mkdir(mode=0o700)
         except FileExistsError:
             continue
         except OSError as exc:

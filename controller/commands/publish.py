@@ -12,7 +12,7 @@ import time
 
 from pydantic import ValidationError
 
-from controller.cli import CommandError
+from controller.cli import EXIT_INTERRUPTED, CommandError
 from controller.commands import _prp
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.listen import open_live
@@ -69,8 +69,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burst", type=int, default=4, help="fixed-burst repeats at MinTime")
     p.add_argument("--sides", choices=["A", "B", "both"], default=None)
     p.add_argument("--simulation", action="store_true")
+    p.add_argument(
+        "--ndscom",
+        action="store_true",
+        help="send ndsCom TRUE (a test set's 'needs commissioning' injection: a subscriber "
+        "must refuse the data)",
+    )
     p.add_argument("--json", action="store_true")
     _prp.add_arg(p)
+    p.add_argument(
+        "--duration",
+        type=float,
+        help="stop after this many seconds (default: until Ctrl-C); heartbeats go on "
+        "whether or not stdin is still open",
+    )
     p.set_defaults(func=run)
 
 
@@ -111,6 +123,8 @@ def _from_config(args: argparse.Namespace) -> PublisherCfg:
         changes["src"] = args.src
     if args.simulation:
         changes["simulation"] = True
+    if args.ndscom:
+        changes["nds_com"] = True
     try:
         return PublisherCfg.model_validate(chosen[0].model_dump() | changes)
     except ValidationError as exc:
@@ -136,6 +150,7 @@ def run(args: argparse.Namespace) -> int:
             src=args.src,
             vlan=VlanCfg(id=args.vlan, priority=args.priority) if args.vlan is not None else None,
             simulation=args.simulation,
+            nds_com=args.ndscom,
             members=data_shape(initial),
             initial=json.loads(args.values),
             schedule=args.schedule,
@@ -150,6 +165,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
+    if args.duration is not None and not args.duration > 0:  # also refuses NaN
+        raise CommandError("--duration must be > 0 seconds")
     if args.key_id is not None:
         cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
     goose = with_profile(args, _prp.config_with(GooseConfig(publishers=[cfg]), args))
@@ -159,17 +176,19 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
     key_service = KeyService(hub, args.keys)
     key_service.start()
     live.on_round.append(key_service.tick)
-    reporter = Reporter(hub, args.json, sys.stdout)
+    # its own stream only: other publishers on the wire are not what a test set reports
+    reporter = Reporter(hub, args.json, sys.stdout, gocb_ref=cfg.gocb_ref, clock=time.time_ns)
     prp = _prp.start(live, goose)
-    stdin_open = [True]
     buf = bytearray()
 
     def on_stdin() -> None:
         chunk = os.read(sys.stdin.fileno(), 65536)
-        if not chunk:
-            stdin_open[0] = False
+        if not chunk:  # closed: the publisher goes on with its heartbeats
             live.remove_reader(sys.stdin.fileno())
             return
+        lines(chunk)
+
+    def lines(chunk: bytes) -> None:
         buf.extend(chunk)
         while b"\n" in buf:
             line, _, rest = bytes(buf).partition(b"\n")
@@ -185,20 +204,26 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 continue
             live.execute(out, now)
 
-    live.add_reader(sys.stdin.fileno(), on_stdin)
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    try:
+        live.add_reader(sys.stdin.fileno(), on_stdin)
+    except PermissionError:  # a file or /dev/null, which no selector watches: read it now
+        lines(sys.stdin.buffer.read() + b"\n")
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: the closing line, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     def on_effects(out) -> None:
         reporter.effects(out)
         sys.stdout.flush()
-        # stdin closed and the burst is over (back to heartbeat): done
-        m = hub.runner.machines.get(f"pub:{cfg.gocb_ref}")
-        if not stdin_open[0] and m is not None and m.state == "heartbeat":
-            live.stop()
 
+    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     try:
-        live.run(on_effects=on_effects)
+        live.run(on_effects=on_effects, until_ns=until)
     finally:
         live.close()
         if prp is not None:
@@ -216,4 +241,4 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
             }
         )
     )
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from controller import logs
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
 from controller.commands import _prp
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
@@ -317,7 +317,13 @@ def run(args: argparse.Namespace) -> int:
     )
     control.attach(live.live.add_reader, live.live.remove_reader)
     live.live.on_round.append(control.tick)
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: stop as on SIGTERM, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     print(
@@ -367,7 +373,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None):

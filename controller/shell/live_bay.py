@@ -10,12 +10,27 @@ from collections.abc import Callable
 from typing import Any
 
 from controller import logs
+from controller.agent.effects import Respond, RunTool
 from controller.engine.effects import Alarm, Notify
 from controller.goose.auth import SecurityEvent
-from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
-from controller.logic.core import BayController
-from controller.logic.effects import CommandWithheld, DeviceCommand
+from controller.goose.effects import (
+    FrameClassified,
+    LgosView,
+    PublisherSides,
+    RxDrops,
+    SendFrame,
+    StreamState,
+)
+from controller.link.effects import LinkEvent
+from controller.logic.core import BayController, BayStep
+from controller.logic.effects import (
+    CommandWithheld,
+    DeviceCommand,
+    InputChanged,
+    ModeChanged,
+)
 from controller.ports import SerialEndpoint
+from controller.report.bay_report import describe
 from controller.shell.goose_live import LiveGoose
 from controller.shell.serial_link import SerialLink
 from protocols.goose import Vlan
@@ -69,6 +84,26 @@ class BayGooseCore:
 
     def drain(self) -> list[Any]:
         return self._out()
+
+
+#: the reports `run` logs as timeline records (alarms, drops and errors have events of
+#: their own; frames are counted, a frame's refusal shows in the LGOS it changes)
+TIMELINE_TYPES = frozenset(
+    {
+        BayStep,
+        DeviceCommand,
+        CommandWithheld,
+        InputChanged,
+        ModeChanged,
+        LgosView,
+        StreamState,
+        PublisherSides,
+        LinkEvent,
+        Notify,
+        RunTool,
+        Respond,
+    }
+)
 
 
 class Status:
@@ -126,6 +161,13 @@ class Status:
                     "%s sent again as seq %s", d["refused"], d["command"], d["resent"],
                     **d,
                 )  # fmt: skip
+            # (an error Notify is logged as an error above)
+            if (
+                t in TIMELINE_TYPES
+                and log.isEnabledFor(logging.INFO)
+                and not (t is Notify and e.topic == "error")
+            ):
+                self.timeline(e)
 
     def agent_fault(self, why: str, exc: BaseException) -> None:
         """The agent layer turned itself off after an error inside it: the `agent` alarm
@@ -133,6 +175,15 @@ class Status:
         self.counts["errors"] += 1
         log.error("agent layer off after an internal error", exc_info=exc)
         self.alarm("agent", True, f"{why}: agent requests refused, protection unaffected")
+
+    def timeline(self, e: Any) -> None:
+        """What the controller did, as the demo's timeline says it (a trip, a close, a
+        refusal, a withheld command, an input's validity, a mode change): an INFO event
+        `timeline` naming the report's kind (`what`), so `run` tells what it does on
+        stderr and with --log-json, not only in its journal."""
+        text = describe(e)
+        if text is not None:
+            logs.event(log, logging.INFO, "timeline", "%s", text, what=type(e).__name__)
 
     def alarm(self, name: str, active: bool, detail: str = "") -> None:
         """An alarm's state for the status line; a change is logged (raised: WARNING,
@@ -209,7 +260,8 @@ class Status:
         lgos = " ".join(f"{k}:{v}" for k, v in f["lgos"].items())
         sim = ",simulation" if f["simulation"] else ""
         return (
-            f"mode={f['mode']}{sim} breaker={f['breaker']} pos={f['position']} "
+            # no position before the device's first report: "unknown", as the breaker says
+            f"mode={f['mode']}{sim} breaker={f['breaker']} pos={f['position'] or 'unknown'} "
             f"link={f['link']} "
             f"streams[{streams}] lgos[{lgos}] alarms[{','.join(f['alarms']) or '-'}] "
             f"frames={f['frames']} drops={f['drops']} "

@@ -111,7 +111,8 @@ def test_commands_work_without_scapy() -> None:
     assert decoded.returncode == 0, decoded.stderr
     assert len(decoded.stdout.splitlines()) == 8
     replayed = goosectl_without_scapy("replay", cap, "--quiet")
-    assert replayed.returncode == 0 and "streams:" in replayed.stdout, replayed.stderr
+    # 1: the F650's sqNum reset is an anomaly
+    assert replayed.returncode == 1 and "streams:" in replayed.stdout, replayed.stderr
     checked = goosectl_without_scapy("config", "check", str(REPO / "examples/controller/bay1.yaml"))
     assert checked.returncode == 0 and ": ok: " in checked.stdout, checked.stderr
     version = goosectl_without_scapy("--version")
