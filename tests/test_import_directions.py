@@ -69,6 +69,9 @@ ALLOWED: dict[str, set[str]] = {
         "controller.errors",
         "firmware_sim",
     },
+    # the web page: a separate process reading the control socket and the journal; no
+    # unit of the controller imports it (only the commands do)
+    "controller.web": {"protocols", *CORE, "controller.report", "controller.shell"},
     "controller.errors": set(),
     "controller.logs": set(),
     "controller.cli": {"*"},

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from collections import deque
+from itertools import islice
 from pathlib import Path
 
 from controller import logs
@@ -272,7 +273,12 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
-    control.handler = controller_ops(bay, agent.handle)
+    # the last trips' frame -> device latencies: `status --json` and the web page's histogram
+    control.handler = controller_ops(
+        bay,
+        agent.handle,
+        lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 512))[::-1]},
+    )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )

@@ -222,8 +222,10 @@ class BayController:
             if current is not None:
                 self._input(rule, *rule.read(current[1], test), now_ns)
 
-    def status(self) -> dict[str, Any]:
-        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS."""
+    def status(self, now_ns: int | None = None) -> dict[str, Any]:
+        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS; and each
+        stream's tracker row (`streams`, with the TAL left at `now_ns` when given), which
+        `goosectl web` draws."""
         return {
             "mode": self.mode_name,
             "simulation": self.simulation,
@@ -240,6 +242,7 @@ class BayController:
                 for name, m in self.input_machines.items()
             },
             "lgos": [v.as_json() for v in self.hub.lgos()],
+            "streams": self.hub.bank.rows(now_ns),
         }
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:

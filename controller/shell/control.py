@@ -41,11 +41,14 @@ __all__ = [
 Handler = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
-def controller_ops(bay: Any, fallback: Handler) -> Handler:
+def controller_ops(
+    bay: Any, fallback: Handler, extra: Callable[[], dict[str, Any]] | None = None
+) -> Handler:
     """The control socket's handler: `{"op": "mode"}` reads or sets the behaviour mode
     (`mode`: on, test, test-blocked, off) and simulation mode (`simulation`: bool), each
     change journaled; `{"op": "controller"}` is `goosectl status` (modes, bay, inputs,
-    LGOS of every subscription). Anything else goes to `fallback` (the agent service)."""
+    LGOS of every subscription; `extra` adds what the shell measures, e.g. the last trip
+    latencies). Anything else goes to `fallback` (the agent service)."""
 
     def handle(req: dict[str, Any], now_ns: int) -> dict[str, Any]:
         op = req.get("op")
@@ -66,7 +69,7 @@ def controller_ops(bay: Any, fallback: Handler) -> Handler:
                 "changed": changed,
             }
         if op == "controller":
-            return {"ok": True, **bay.status()}
+            return {"ok": True, **bay.status(now_ns), **(extra() if extra else {})}
         return fallback(req, now_ns)
 
     return handle
@@ -411,7 +414,8 @@ class ControlServer:
         limit = reply.get("limit")
         if isinstance(limit, str):
             self._limit(limit, f"{peer}: {reply.get('error', '')}")
-        self.log.request(peer, op, reply, time.monotonic_ns())
+        by = req.get("by") if isinstance(req, dict) else None
+        self.log.request(peer, op, reply, time.monotonic_ns(), by if isinstance(by, str) else None)
         return reply
 
     # -- writing --------------------------------------------------------------------------

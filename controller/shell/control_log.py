@@ -48,10 +48,16 @@ class ControlLog:
 
     # -- inputs -------------------------------------------------------------------------
 
-    def request(self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int) -> None:
-        """One request answered (`ok`) or refused, with who sent it."""
+    def request(
+        self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int, by: str | None = None
+    ) -> None:
+        """One request answered (`ok`) or refused, with who sent it: the peer the kernel
+        names and, for a client acting for someone else (`goosectl web`), `by` as that
+        peer says (`web:alice/OPERATOR`)."""
         ok = bool(reply.get("ok"))
         what = f"op={op!r}" if op is not None else "unparsed"
+        if by:
+            what = f"by={by[:100]!r} {what}"
         outcome = "ok" if ok else f"refused: {reply.get('error', '')}"
         session = reply.get("session")
         self._detail = f"{peer} {what}{f' session={session}' if session else ''} {outcome}"[:500]
