@@ -55,7 +55,8 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
     for s in status.get("streams", []):
         if s.get("state") in ("lost", "config_mismatch"):
             key = f"stream:{s.get('id')}"
-            out[key] = (f"stream {s.get('stream')}: {s.get('state')}", "high")
+            name = f"{s.get('stream')}{' (simulated)' if s.get('simulated') else ''}"
+            out[key] = (f"stream {name}: {s.get('state')}", "high")
     for v in status.get("lgos", []):
         if not v.get("St") and v.get("ErrSt") not in (None, "", "no_data", "lost"):
             out[f"lgos:{v.get('stream')}"] = (
