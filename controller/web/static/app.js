@@ -192,7 +192,9 @@ function streams(list, retrans) {
     num(tr, iv.length ? iv[iv.length - 1] : null);
     cell(tr, "").append(spark(iv));
     num(tr, s.confRev);
-    cell(tr, s.side);
+    const sides = Object.entries(s.sides || {}).sort();
+    const words = sides.map(([k, v]) => `${k} ${v}`).join(", ");
+    cell(tr, words || s.side, sides.some(([, v]) => v === "lost") ? "alarm" : "").dataset.field = "sides";
     return tr;
   });
   replaceBody("streams", rows.length ? rows : [emptyRow(13, "No GOOSE stream received yet.")]);
