@@ -53,6 +53,8 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
     if status.get("position") == "bad":
         out["position_bad"] = ("breaker position bad (both contacts or none)", "high")
     for s in status.get("streams", []):
+        if s.get("simulated") and not status.get("simulation"):
+            continue  # a test set's stream the controller does not take: not an alarm
         if s.get("state") in ("lost", "config_mismatch"):
             key = f"stream:{s.get('id')}"
             name = f"{s.get('stream')}{' (simulated)' if s.get('simulated') else ''}"
@@ -181,8 +183,8 @@ class Hub:
         if trips and len(trips) != self._svg_n:
             self._svg_n = len(trips)
             self.svg = render_svg(
-                {"frame in -> trip to the device": [int(x) for x in trips]},
-                "trip latency (the controller's last trips)",
+                {"frame in -> command to the device": [int(x) for x in trips]},
+                "trip and close latency (the controller's last ones)",
             )
         payload = {
             "controller": status,

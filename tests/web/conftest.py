@@ -170,12 +170,12 @@ def page(browser: Any) -> Iterator[Any]:
         ctx.close()
 
 
-def shot(page: Any, tmp_path: Path, name: str) -> Path:
-    """A PNG of what the page shows, kept in the test's folder; with
-    GOOSECTL_WEB_SCREENSHOTS=1 also copied to docs/img for docs/web.md."""
+def shot(page: Any, tmp_path: Path, name: str, doc: bool = False) -> Path:
+    """A PNG of what the page shows, kept in the test's folder; one that docs/web.md
+    shows (`doc`) is also copied to docs/img with GOOSECTL_WEB_SCREENSHOTS=1."""
     out = tmp_path / f"{name}.png"
     page.screenshot(path=str(out))
-    if os.environ.get("GOOSECTL_WEB_SCREENSHOTS") == "1":
+    if doc and os.environ.get("GOOSECTL_WEB_SCREENSHOTS") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         (DOCS_IMG / out.name).write_bytes(out.read_bytes())
     return out

@@ -40,13 +40,13 @@ def test_demo_web_plays_the_scenario_on_the_page(page, tmp_path: Path) -> None:
         sides = prot.locator("td[data-field='sides']")
         expect(sides).to_contain_text("A lost", timeout=WAIT_MS)
         expect(page.locator("#net-a")).to_have_text("lost", timeout=WAIT_MS)
-        shot(page, tmp_path, "web-demo-network-a-lost")
+        shot(page, tmp_path, "web-demo-network-a-lost", doc=True)
         assert int(prot.locator("td").nth(5).text_content() or 0) > st_before  # trips
         expect(sides).to_contain_text("A valid", timeout=WAIT_MS)  # and back
         # the stuck breaker at 15 s: breaker failure, an urgent alarm in words
         expect(page.locator("#bay-state")).to_have_text("breaker_failure", timeout=WAIT_MS)
         expect(page.locator("#alarms tbody")).to_contain_text("active, unacknowledged")
-        shot(page, tmp_path, "web-demo-breaker-failure")
+        shot(page, tmp_path, "web-demo-breaker-failure", doc=True)
         err.wait_for(lambda x: "serving" in x, "the scenario's end", 120)
     finally:
         proc.send_signal(signal.SIGINT)

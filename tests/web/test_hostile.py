@@ -60,4 +60,4 @@ def test_a_hostile_gocbref_shows_as_text_and_runs_nothing(start_web, page, tmp_p
     assert dialogs == []
     assert page.locator("img").count() == 1  # the histogram's own (hidden), nothing injected
     assert page.locator("img[src='x']").count() == 0
-    shot(page, tmp_path, "web-hostile")
+    shot(page, tmp_path, "web-hostile", doc=True)

@@ -96,7 +96,7 @@ def test_breaker_word_follows_a_close_and_a_trip(controller, start_web, page, tm
     closed = page.locator("#timeline tbody tr[data-machine='bay']", has_text="closed")
     expect()(closed.first).to_be_visible(timeout=WAIT_MS)
     assert any(r[0] == "bay" and r[3] == "closed" for r in controller.journal("bay"))
-    shot(page, tmp_path, "web-bay-closed")
+    shot(page, tmp_path, "web-bay-closed", doc=True)
 
     assert controller.request({"op": "run", "procedure": "trip", "params": {}})["ok"]
     expect()(breaker).to_have_text("open", timeout=WAIT_MS)
@@ -194,7 +194,7 @@ def test_a_confirm_operates_once_even_on_a_double_click(
     sid = waiting_session(controller)
     button = page.locator(f"#sessions tr[data-session='{sid}'] button", has_text="Confirm")
     expect()(button).to_be_visible(timeout=WAIT_MS)
-    shot(page, tmp_path, "web-confirm")
+    shot(page, tmp_path, "web-confirm", doc=True)
     button.dblclick()
     expect()(page.locator("#breaker")).to_have_text("closed", timeout=WAIT_MS)
     # the same POST again, as a retrying browser or a second tab would send it
@@ -229,7 +229,7 @@ def test_a_viewer_has_no_button_and_a_forged_post_is_refused(
     row = page.locator(f"#sessions tr[data-session='{sid}']")
     expect()(row).to_contain_text("awaiting confirmation", timeout=WAIT_MS)
     assert row.locator("button").count() == 0
-    shot(page, tmp_path, "web-viewer")
+    shot(page, tmp_path, "web-viewer", doc=True)
     forged = page.evaluate(
         """async ([sid]) => {
           const me = await (await fetch('/api/me')).json();

@@ -133,8 +133,11 @@ function emptyRow(cols, text) {
   return tr;
 }
 
+let lastStatus = null;
+
 function applyState(p) {
   const c = p.controller || {};
+  lastStatus = c.ok ? c : null;
   setText("clock", p.polled || "none yet");
   $("journal-note").textContent = p.journal_error || "";
   if (!c.ok) {
@@ -178,7 +181,10 @@ function streams(list, retrans) {
     cell(tr, s.simulated ? `${s.stream} (simulated)` : s.stream);
     cell(tr, s.gocbRef);
     cell(tr, `0x${Number(s.appid).toString(16).padStart(4, "0")}`);
-    cell(tr, s.state, STREAM_ABNORMAL[s.state] || "").dataset.field = "state";
+    // a test set's stream the controller does not take is abnormal, never an alarm
+    const taken = !s.simulated || (lastStatus && lastStatus.simulation);
+    const cls = STREAM_ABNORMAL[s.state] === "alarm" && !taken ? "abnormal" : STREAM_ABNORMAL[s.state];
+    cell(tr, s.state, cls || "").dataset.field = "state";
     const before = lastCounts.get(s.id) || {};
     const now = s.counts || {};
     const moved = Object.keys(now).filter((k) => now[k] !== (before[k] || 0));
@@ -318,7 +324,7 @@ function histogram(n) {
   if (n > 0) {
     img.src = `/api/histogram.svg?n=${n}`;
     img.hidden = false;
-    $("latency-note").textContent = `The controller's last ${n} trips: frame in to the trip command taken by the device port.`;
+    $("latency-note").textContent = `The controller's last ${n} trips and closes: from the frame in to the command handed to the device.`;
   }
 }
 
