@@ -27,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help=f"where to listen (default {DEFAULT_BIND}; port 0: any free one); an address "
         "other than loopback needs --tls-cert, --tls-key and --tokens",
     )
+    p.add_argument(
+        "--fleet-db",
+        metavar="URL",
+        help="serve the fleet page from the fleet collector's store (its SQLite file, or "
+        "sqlite:///PATH) instead of one controller",
+    )
     p.add_argument("--tls-cert", type=Path, help="certificate (PEM) for HTTPS")
     p.add_argument("--tls-key", type=Path, help="its private key (PEM)")
     p.add_argument(
@@ -75,9 +81,24 @@ def run(args: argparse.Namespace) -> int:
     except TokenFileError as exc:
         raise CommandError(str(exc)) from None
     journal = args.journal or (args.state / "bay.sqlite" if args.state else None)
+    fleet = None
+    if args.fleet_db is not None:
+        from controller.web.fleet import FleetError, store_path
+
+        if args.control or args.state or args.journal:
+            raise CommandError("--fleet-db reads the fleet's store: no --control/--state/--journal")
+        try:
+            fleet = store_path(args.fleet_db)
+        except FleetError as exc:
+            raise CommandError(str(exc)) from None
     try:
         server = WebServer(
-            (host, port), Controller(args.control or default_path()), journal, Sessions(tokens), tls
+            (host, port),
+            Controller(args.control or default_path()),
+            journal,
+            Sessions(tokens),
+            tls,
+            fleet=fleet,
         )
     except OSError as exc:
         raise CommandError(f"--bind {args.bind}: {exc.strerror or exc}") from None

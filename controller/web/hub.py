@@ -135,21 +135,17 @@ class Retransmissions:
         return {k: list(v) for k, v in self.spark.items()}
 
 
-class Hub:
-    """Polls the controller and the journal's limit rows; pages wait on `cond`."""
+class Poller:
+    """A thread that polls once per `poll_s` and publishes a payload; event streams wait
+    on `cond` and read `payload_of(key)` when `version` moved."""
 
-    def __init__(self, controller: Controller, journal: JournalReader, poll_s: float = 1.0) -> None:
-        self.controller = controller
-        self.journal = journal
+    def __init__(self, poll_s: float) -> None:
         self.poll_s = poll_s
         self.cond = threading.Condition()
         self.version = 0
         self.payload: dict[str, Any] = {}
-        self.alarms = AlarmBook()
-        self.retrans = Retransmissions()
+        #: the trip latency histogram (SVG text), when there is one
         self.svg: str | None = None
-        self._svg_n = -1
-        self._limit_seq = 0
         self._stop = threading.Event()
         self.thread = threading.Thread(target=self._run, name="web-poller", daemon=True)
 
@@ -171,6 +167,31 @@ class Hub:
             self.poll()
 
     def poll(self) -> None:
+        raise NotImplementedError
+
+    def payload_of(self, key: str | None) -> dict[str, Any]:
+        """What a page showing `key` (None: the page's own bay) is sent."""
+        return self.payload
+
+    def _publish(self) -> None:
+        with self.cond:
+            self.version += 1
+            self.cond.notify_all()
+
+
+class Hub(Poller):
+    """Polls the controller and the journal's limit rows; pages wait on `cond`."""
+
+    def __init__(self, controller: Controller, journal: JournalReader, poll_s: float = 1.0) -> None:
+        super().__init__(poll_s)
+        self.controller = controller
+        self.journal = journal
+        self.alarms = AlarmBook()
+        self.retrans = Retransmissions()
+        self._svg_n = -1
+        self._limit_seq = 0
+
+    def poll(self) -> None:
         status = self.controller.ask({"op": "controller"})
         listing = self.controller.ask({"op": "list"}) if status.get("ok") else {}
         t = time.time()
@@ -186,7 +207,7 @@ class Hub:
                 {"frame in -> command to the device": [int(x) for x in trips]},
                 "trip and close latency (the controller's last ones)",
             )
-        payload = {
+        self.payload = {
             "controller": status,
             "sessions": listing.get("sessions", []) if listing.get("ok") else [],
             "host": listing.get("host"),
@@ -196,7 +217,4 @@ class Hub:
             "journal_error": self.journal.error,
             "polled": _utc(t),
         }
-        with self.cond:
-            self.payload = payload
-            self.version += 1
-            self.cond.notify_all()
+        self._publish()

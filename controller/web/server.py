@@ -30,7 +30,8 @@ from typing import Any
 
 from controller import __version__
 from controller.web.auth import Identity, Sessions, csrf_ok
-from controller.web.hub import Hub
+from controller.web.fleet import FleetHub, FleetJournal
+from controller.web.hub import Hub, Poller
 from controller.web.source import Controller, JournalReader
 
 #: journal rows a page gets when it first connects (newest), and keeps
@@ -48,8 +49,15 @@ _STEP = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 ACTIONS = ("confirm", "abort")
 STATIC = {
     "app.js": "text/javascript; charset=utf-8",
+    "fleet.js": "text/javascript; charset=utf-8",
+    "live.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
 }
+HTML = "text/html; charset=utf-8"
+READ_ONLY_FLEET = (
+    "the fleet's pages are read-only: remote procedures go through the fleet "
+    "(`goosectl fleet confirm`)"
+)
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
     "connect-src 'self'; form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
@@ -104,7 +112,10 @@ class WebServer(ThreadingHTTPServer):
         sessions: Sessions,
         tls: ssl.SSLContext | None = None,
         poll_s: float = 1.0,
+        fleet: Path | None = None,
     ) -> None:
+        """`fleet`: the collector's store; the server then serves the fleet page and a
+        read-only bay page per bay in it, and neither the control socket nor `journal`."""
         self.address_family = socket.AF_INET6 if ":" in bind[0] else socket.AF_INET
         super().__init__(bind, Handler)
         self.controller = controller
@@ -112,7 +123,12 @@ class WebServer(ThreadingHTTPServer):
         self.sessions = sessions
         self.tls = tls
         self.loopback = is_loopback(bind[0])
-        self.hub = Hub(controller, JournalReader(journal), poll_s)
+        self.fleet = fleet
+        self.hub: Poller = (
+            FleetHub(fleet, poll_s)
+            if fleet is not None
+            else Hub(controller, JournalReader(journal), poll_s)
+        )
         self.actions = Actions(controller)
         self.streams = 0
         self.streams_lock = threading.Lock()
@@ -256,18 +272,25 @@ class Handler(BaseHTTPRequestHandler):
             return
         who, _ = self._identity()
         if who is None:
-            if path in ("/", "/login"):
+            if path in ("/", "/login") or path.startswith("/bay/"):
                 self._send(HTTPStatus.OK, _static("login.html"), "text/html; charset=utf-8")
             else:
                 self._error(HTTPStatus.UNAUTHORIZED, "sign in first (POST /login with a token)")
             return
+        query = urllib.parse.parse_qs(url.query)
+        if self.server.fleet is not None and self._fleet_get(path, query):
+            return
         if path == "/":
-            self._send(HTTPStatus.OK, _static("index.html"), "text/html; charset=utf-8")
+            self._send(HTTPStatus.OK, _static("index.html"), HTML)
         elif path == "/api/state":
             reply = self.server.controller.ask({"op": "controller"})
             self._json(HTTPStatus.OK if reply.get("ok") else HTTPStatus.BAD_GATEWAY, reply)
         elif path == "/api/me":
-            self._json(HTTPStatus.OK, {"name": who.name, "role": who.role, "csrf": who.csrf})
+            acts = who.operator and self.server.fleet is None
+            self._json(
+                HTTPStatus.OK,
+                {"name": who.name, "role": who.role, "csrf": who.csrf, "actions": acts},
+            )
         elif path == "/api/histogram.svg":
             svg = self.server.hub.svg
             if svg is None:
@@ -275,9 +298,45 @@ class Handler(BaseHTTPRequestHandler):
             else:
                 self._send(HTTPStatus.OK, svg.encode(), "image/svg+xml")
         elif path == "/events":
-            self._events(urllib.parse.parse_qs(url.query))
+            self._events(query)
         else:
             self._error(HTTPStatus.NOT_FOUND, f"no such page: {path}")
+
+    def _fleet_get(self, path: str, query: dict[str, list[str]]) -> bool:
+        """The fleet's own pages; False for what is served as for one bay (/api/me)."""
+        hub = self.server.hub
+        if path == "/":
+            self._send(HTTPStatus.OK, _static("fleet.html"), HTML)
+        elif path.startswith("/bay/"):
+            key = self._bay_key(path.removeprefix("/bay/"))
+            if key is None:
+                self._error(HTTPStatus.NOT_FOUND, "a bay page is /bay/SITE/BAY")
+            else:
+                self._send(HTTPStatus.OK, _static("index.html"), HTML)
+        elif path == "/api/fleet":
+            self._json(HTTPStatus.OK, hub.payload)
+        elif path == "/api/state":
+            key = self._bay_key((query.get("bay") or [""])[0], quoted=False)
+            state = hub.payload_of(key)["controller"] if key else None
+            if state is None:
+                self._error(HTTPStatus.BAD_REQUEST, "which bay? /api/state?bay=SITE/BAY")
+            else:
+                self._json(HTTPStatus.OK if state.get("ok") else HTTPStatus.NOT_FOUND, state)
+        elif path == "/api/histogram.svg":
+            self._error(HTTPStatus.NOT_FOUND, "the fleet store carries no latencies")
+        else:
+            return False
+        return True
+
+    @staticmethod
+    def _bay_key(text: str, quoted: bool = True) -> str | None:
+        """SITE/BAY from a path or a query (percent-decoded), or None."""
+        parts = text.split("/")
+        if quoted:
+            parts = [urllib.parse.unquote(x) for x in parts]
+        if len(parts) != 2 or not all(parts):
+            return None
+        return f"{parts[0]}/{parts[1]}"
 
     def _body(self) -> bytes | None:
         try:
@@ -320,6 +379,9 @@ class Handler(BaseHTTPRequestHandler):
             self._error(
                 HTTPStatus.FORBIDDEN, f"refused: {who.name} is a {who.role}, not an OPERATOR"
             )
+            return
+        if self.server.fleet is not None:
+            self._error(HTTPStatus.FORBIDDEN, f"refused: {READ_ONLY_FLEET}")
             return
         sid, action = m.group(1), m.group(2)
         if action not in ACTIONS or not _SESSION_ID.match(sid):
@@ -384,7 +446,13 @@ class Handler(BaseHTTPRequestHandler):
                 self._error(HTTPStatus.SERVICE_UNAVAILABLE, f"{MAX_STREAMS} pages are open already")
                 return
             srv.streams += 1
-        reader = JournalReader(srv.journal_path)
+        key: str | None = None
+        reader: JournalReader | FleetJournal | _NoRows
+        if srv.fleet is not None:
+            key = self._bay_key((query.get("bay") or [""])[0], quoted=False)
+            reader = _NoRows() if key is None else FleetJournal(srv.fleet, key)
+        else:
+            reader = JournalReader(srv.journal_path)
         try:
             self.send_response(HTTPStatus.OK)
             self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -392,7 +460,7 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("X-Content-Type-Options", "nosniff")
             self.end_headers()
             self.close_connection = True
-            self._stream(reader, after)
+            self._stream(reader, after, key)
         finally:
             reader.close()
             with srv.streams_lock:
@@ -402,7 +470,9 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(text.encode())
         self.wfile.flush()
 
-    def _stream(self, reader: JournalReader, after: int | None) -> None:
+    def _stream(
+        self, reader: JournalReader | FleetJournal | _NoRows, after: int | None, key: str | None
+    ) -> None:
         hub = self.server.hub
         self._write("retry: 1000\n\n")
         rows = reader.after(after, BACKLOG) if after is not None else reader.last(BACKLOG)
@@ -420,7 +490,8 @@ class Handler(BaseHTTPRequestHandler):
                 rows = reader.after(last, BACKLOG)
             if hub.version != seen:
                 seen = hub.version
-                self._write(f"event: state\ndata: {json.dumps(hub.payload, default=str)}\n\n")
+                payload = json.dumps(hub.payload_of(key), default=str)
+                self._write(f"event: state\ndata: {payload}\n\n")
                 beat = time.monotonic()
             if time.monotonic() - beat >= HEARTBEAT_S:
                 self._write(f"event: heartbeat\ndata: {json.dumps({'last': last})}\n\n")
@@ -429,6 +500,19 @@ class Handler(BaseHTTPRequestHandler):
                 if hub.version == seen:
                     hub.cond.wait(JOURNAL_POLL_S)
             rows = reader.after(last, BACKLOG)
+
+
+class _NoRows:
+    """The fleet page's stream: snapshots and heartbeats, no journal."""
+
+    def after(self, seq: int, limit: int = 1000) -> list[dict[str, Any]]:
+        return []
+
+    def last(self, limit: int) -> list[dict[str, Any]]:
+        return []
+
+    def close(self) -> None:
+        pass
 
 
 def tls_context(cert: Path, key: Path) -> ssl.SSLContext:

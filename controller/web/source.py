@@ -114,8 +114,13 @@ class JournalReader:
         self.db = None
 
 
+def detail(effects: object) -> str:
+    """A row's effects as a person reads them: a digest (16 hex digits) says nothing, a
+    text detail (a control request's peer, a limit's reason) does."""
+    return "" if _is_digest(effects) else str(effects)[:500]
+
+
 def _row(r: sqlite3.Row) -> dict[str, Any]:
-    effects = r["effects"]
     return {
         "seq": r["seq"],
         "utc": r["utc"],
@@ -124,8 +129,7 @@ def _row(r: sqlite3.Row) -> dict[str, Any]:
         "event": r["event"],
         "source": r["source"],
         "target": r["target"],
-        # a digest (16 hex digits) says nothing to a person; a text detail does
-        "detail": "" if _is_digest(effects) else str(effects)[:500],
+        "detail": detail(r["effects"]),
     }
 
 

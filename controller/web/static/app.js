@@ -1,88 +1,18 @@
 // The bay page: one EventSource, every string placed with textContent (never as HTML),
 // colour only on abnormal cells and always beside the word that says why.
+import { $, cell, el, emptyRow, num, openStream, POSITION, replaceBody, setText } from "./live.js";
+
 const KEEP = 1000;            // timeline rows kept (the server sends at most as many)
-const WATCHDOG_MS = 4500;     // nothing heard this long (heartbeats come every 2 s): dropped
 const ACTIVE = new Set(["receiving_input", "planning", "waiting_for_tool", "tool_failed_retryable",
   "tool_failed_fatal", "awaiting_confirmation", "responding"]);
-const POSITION = { off: "open", on: "closed", intermediate: "intermediate", bad: "bad" };
 
-const $ = (id) => document.getElementById(id);
-let me = { role: "VIEWER", csrf: "" };
-let lastSeq = null;
-let source = null;
-let lastHeard = 0;
-let connected = null;
+// a bay of the fleet (/bay/SITE/BAY, fed from the fleet's store) or the local controller
+const BAY = location.pathname.startsWith("/bay/")
+  ? location.pathname.slice(5).split("/").map(decodeURIComponent).join("/")
+  : null;
+let me = { role: "VIEWER", csrf: "", actions: false };
 let trips = 0;
 const machines = new Set();
-
-function el(tag, text, cls) {
-  const e = document.createElement(tag);
-  if (text !== undefined && text !== null) e.textContent = String(text);
-  if (cls) e.className = cls;
-  return e;
-}
-
-function cell(row, text, cls) {
-  const td = el("td", text, cls);
-  row.append(td);
-  return td;
-}
-
-function num(row, value) {
-  return cell(row, value === null || value === undefined ? "-" : value, "num");
-}
-
-function setText(id, text, cls) {
-  const e = $(id);
-  e.textContent = text;
-  e.className = cls || "";
-}
-
-function setConn(ok) {
-  if (ok === connected) return;
-  connected = ok;
-  const c = $("conn");
-  c.textContent = ok ? "connected" : "disconnected";
-  c.className = ok ? "conn" : "conn alarm";
-}
-
-// -- the event stream ---------------------------------------------------------------------
-
-function heard() {
-  lastHeard = Date.now();
-  setConn(true);
-}
-
-function connect() {
-  if (source) source.close();
-  // a new EventSource sends no Last-Event-ID: the page says where it stopped itself
-  source = new EventSource(lastSeq === null ? "/events" : `/events?after=${lastSeq}`);
-  source.addEventListener("open", heard);
-  source.addEventListener("heartbeat", heard);
-  source.addEventListener("journal", (e) => {
-    heard();
-    const row = JSON.parse(e.data);
-    if (lastSeq !== null && row.seq <= lastSeq) return;  // never twice
-    lastSeq = row.seq;
-    addRow(row);
-  });
-  source.addEventListener("state", (e) => {
-    heard();
-    applyState(JSON.parse(e.data));
-  });
-  source.addEventListener("error", () => {
-    setConn(false);
-    if (source.readyState === EventSource.CLOSED) setTimeout(connect, 1000);
-  });
-  lastHeard = Date.now();
-}
-
-setInterval(() => {
-  if (Date.now() - lastHeard > WATCHDOG_MS) {
-    setConn(false);
-    connect();  // the browser may not notice a stream that went silent: start again
-  }
-}, 1000);
 
 // -- timeline -----------------------------------------------------------------------------
 
@@ -120,18 +50,6 @@ $("machine-filter").addEventListener("change", () => {
 });
 
 // -- state --------------------------------------------------------------------------------
-
-function replaceBody(table, rows) {
-  const body = $(table).tBodies[0];
-  body.replaceChildren(...rows);
-}
-
-function emptyRow(cols, text) {
-  const tr = el("tr");
-  const td = cell(tr, text, "note");
-  td.colSpan = cols;
-  return tr;
-}
 
 let lastStatus = null;
 
@@ -275,7 +193,7 @@ function sessions(list) {
       s.state === "awaiting_confirmation" ? "abnormal" : "");
     cell(tr, s.step);
     const td = cell(tr, "");
-    if (me.role === "OPERATOR") {
+    if (me.actions && me.role === "OPERATOR") {
       if (s.state === "awaiting_confirmation") td.append(button("Confirm", s, "confirm"));
       if (ACTIVE.has(s.state)) td.append(button("Abort", s, "abort"));
     }
@@ -336,8 +254,14 @@ async function start() {
     // the stream below says disconnected; the page stays read-only
   }
   $("role").textContent = `signed in as ${me.name || "anonymous"}, role ${me.role}` +
-    (me.role === "OPERATOR" ? "" : " (read-only: no actions)");
-  connect();
+    (me.actions ? "" : " (read-only: no actions)");
+  if (BAY !== null) {
+    document.title = `goosectl: bay ${BAY}`;
+    $("title").textContent = `goosectl bay ${BAY}`;
+    const back = $("fleet-link");
+    back.hidden = false;
+  }
+  openStream("/events", BAY === null ? {} : { bay: BAY }, { journal: addRow, state: applyState });
 }
 
 start();
