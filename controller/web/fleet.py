@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from controller.web.hub import AlarmBook, Poller, Retransmissions, conditions
-from controller.web.source import detail
+from controller.web.source import detail, read_only
 
 #: no `state` for this long (the uplink sends one at least every 10 s): stale
 STALE_S = 30.0
@@ -30,7 +30,7 @@ class FleetError(Exception):
 def store_path(url: str) -> Path:
     """The SQLite file of `--fleet-db` (a path, `sqlite:///abs` or `sqlite:rel`)."""
     if url.startswith("sqlite:///"):
-        return Path("/" + url.removeprefix("sqlite:///"))
+        return Path("/" + url.removeprefix("sqlite:///").lstrip("/"))
     if url.startswith("sqlite:"):
         return Path(url.removeprefix("sqlite:"))
     if "://" in url:
@@ -56,8 +56,7 @@ class FleetStore:
             self.error = f"fleet store {self.path}: not there (yet)"
             return None
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-            db.row_factory = sqlite3.Row
+            db = read_only(self.path)
             names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         except sqlite3.Error as exc:
             self.error = f"fleet store {self.path}: {exc}"

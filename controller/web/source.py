@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import urllib.parse
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,16 @@ from controller.shell.control import ControlUnavailable, request
 
 #: the columns a timeline row carries to the page
 COLUMNS = ("seq", "utc", "machine", "event", "source", "target", "effects")
+
+
+def read_only(path: Path) -> sqlite3.Connection:
+    """A connection that cannot write: `mode=ro` (the path quoted, so `?`, `#` or `%` in a
+    folder name stay part of it) and `query_only`; rows by name."""
+    uri = f"file:{urllib.parse.quote(str(path.resolve()))}?mode=ro"
+    db = sqlite3.connect(uri, uri=True, check_same_thread=False)
+    db.row_factory = sqlite3.Row
+    db.execute("PRAGMA query_only = 1")
+    return db
 
 
 class Controller:
@@ -55,9 +66,7 @@ class JournalReader:
             self.error = f"journal {self.path}: not there (yet)"
             return None
         try:
-            db = sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, check_same_thread=False)
-            db.row_factory = sqlite3.Row
-            db.execute("PRAGMA query_only = 1")
+            db = read_only(self.path)
             names = {r[0] for r in db.execute("SELECT name FROM sqlite_master")}
         except sqlite3.Error as exc:
             self.error = f"journal {self.path}: {exc}"
