@@ -277,7 +277,7 @@ def run(args: argparse.Namespace) -> int:
     control.handler = controller_ops(
         bay,
         agent.handle,
-        lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 512))[::-1]},
+        lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
     )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on

@@ -214,7 +214,7 @@ class Serving:
         handler = controller_ops(
             host.bay,
             host.handle,
-            None if trips is None else lambda: {"trip_latency_ns": trips[-512:]},
+            None if trips is None else lambda: {"trip_latency_ns": trips[-256:]},
         )
         self.server = ControlServer(control or default_path(), handler, clock=lambda: wire.now_ns)
         self.server.attach(

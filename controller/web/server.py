@@ -21,6 +21,7 @@ import ssl
 import threading
 import time
 import urllib.parse
+from collections import OrderedDict
 from http import HTTPStatus
 from http.cookies import CookieError, SimpleCookie
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,6 +44,7 @@ JOURNAL_POLL_S = 0.2
 #: open event streams at most (each holds a thread and a journal connection)
 MAX_STREAMS = 32
 MAX_BODY = 4096
+DONE_KEPT = 4096
 COOKIE = "goosectl_web"
 _SESSION_ID = re.compile(r"^s[0-9]{1,9}$")
 _STEP = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
@@ -84,7 +86,9 @@ class Actions:
 
     def __init__(self, controller: Controller) -> None:
         self.controller = controller
-        self.done: dict[tuple[str, str, str], dict[str, Any]] = {}
+        #: answers by (session, step, action), the newest DONE_KEPT (a session's step is
+        #: also refused by the controller once it moved on, so forgetting old ones is safe)
+        self.done: OrderedDict[tuple[str, str, str], dict[str, Any]] = OrderedDict()
         self.lock = threading.Lock()
 
     def act(self, who: Identity, sid: str, step: str, action: str) -> dict[str, Any]:
@@ -97,6 +101,8 @@ class Actions:
             )
             if not reply.get("unreachable"):
                 self.done[key] = reply
+                while len(self.done) > DONE_KEPT:
+                    self.done.popitem(last=False)
             return reply
 
 

@@ -88,6 +88,11 @@ def test_breaker_word_follows_a_close_and_a_trip(controller, start_web, page, tm
     breaker = page.locator("#breaker")
     expect()(breaker).to_have_text("open", timeout=WAIT_MS)
     expect()(page.locator("#conn")).to_have_text("connected", timeout=WAIT_MS)
+    # ISA-101: a bay where nothing is abnormal shows no alarm colour; and any coloured
+    # cell says its state in words
+    assert page.locator(".alarm").count() == 0
+    for text in page.locator(".abnormal, .alarm").all_text_contents():
+        assert text.strip(), "a coloured cell without a word"
     shot(page, tmp_path, "web-bay-open")
 
     assert controller.request({"op": "run", "procedure": "close_now", "params": {}})["ok"]
