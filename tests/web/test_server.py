@@ -119,3 +119,45 @@ def test_tls_and_tokens_elsewhere(start_web, tmp_path: Path) -> None:
     c.close()
     with pytest.raises((http.client.HTTPException, ConnectionError, OSError)):
         _ask(web.port, "GET", "/api/me")  # plain HTTP to the TLS port: no page
+
+
+def _journal_ids(port: int, headers: dict[str, str], path: str = "/events") -> list[int]:
+    """The ids of the journal events an event stream sends before its first snapshot (the
+    backlog: every row it owes the client)."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    c.request("GET", path, headers=headers)
+    r = c.getresponse()
+    assert r.status == 200 and r.getheader("Content-Type", "").startswith("text/event-stream")
+    ids: list[int] = []
+    event: dict[str, str] = {}
+    try:
+        while True:
+            line = r.fp.readline().decode().rstrip("\n")
+            if line:
+                key, _, value = line.partition(": ")
+                event[key] = value
+                continue
+            if event.get("event") == "journal":
+                ids.append(int(event["id"]))
+            elif event.get("event") == "state":
+                return ids
+            event = {}
+    finally:
+        c.close()
+
+
+def test_last_event_id_resumes_after_that_row(start_web, tmp_path: Path) -> None:
+    from tests.web.conftest import journal_seqs
+    from tests.web.test_hostile import hostile_capture
+
+    journal = tmp_path / "replay.sqlite"
+    goosectl("replay", str(hostile_capture(tmp_path / "c.pcap")), "--journal", str(journal))
+    seqs = journal_seqs(journal)
+    assert len(seqs) > 4
+    web = start_web(
+        "--journal", str(journal), "--control", str(tmp_path / "none.sock"), "--bind", "127.0.0.1:0"
+    )
+    assert _journal_ids(web.port, {}) == seqs  # a first connect: the whole (short) journal
+    assert _journal_ids(web.port, {"Last-Event-ID": str(seqs[2])}) == seqs[3:]
+    assert _journal_ids(web.port, {}, f"/events?after={seqs[-2]}") == seqs[-1:]
+    assert _journal_ids(web.port, {"Last-Event-ID": str(seqs[-1])}) == []
