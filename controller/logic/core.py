@@ -231,6 +231,9 @@ class BayController:
             "simulation": self.simulation,
             "breaker": self.bay.state,
             "position": self.bay.ctx["position"],
+            # the device's time of that position (UTC ns, 0 before the first report)
+            "position_utc_ns": self.bay.ctx["position_t_ns"],
+            "device_alarms": {k: bool(v) for k, v in self.bay.ctx["device_alarms"].items()},
             "link": self.link.state,
             "interlocks": dict(self.bay.ctx["interlocks"]),
             "inputs": {

@@ -50,6 +50,9 @@ def conditions(status: dict[str, Any]) -> dict[str, tuple[str, str]]:
         out["device_link"] = (f"device link {status.get('link')}", "high")
     if status.get("breaker") == "breaker_failure":
         out["breaker_failure"] = ("breaker failure: the breaker did not open", "urgent")
+    for name, on in sorted((status.get("device_alarms") or {}).items()):
+        if on:
+            out[f"device:{name}"] = (f"device alarm {name}", "high")
     if status.get("position") == "bad":
         out["position_bad"] = ("breaker position bad (both contacts or none)", "high")
     for s in status.get("streams", []):

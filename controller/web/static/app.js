@@ -74,6 +74,8 @@ function applyState(p) {
 function header(c) {
   const word = POSITION[c.position] || "unknown";
   setText("breaker", word, word === "bad" ? "alarm" : word === "intermediate" || word === "unknown" ? "abnormal" : "");
+  const t = Number(c.position_utc_ns || 0);
+  setText("position-time", t > 0 ? new Date(t / 1e6).toISOString() : "no report yet");
   const bay = c.breaker;
   setText("bay-state", bay, bay === "breaker_failure" ? "alarm" : "");
   setText("mode", c.mode, c.mode === "on" ? "" : "abnormal");
