@@ -16,7 +16,18 @@ const machines = new Set();
 
 // -- timeline -----------------------------------------------------------------------------
 
+// rows arrive one event each, hundreds a second on a busy bay: they are put on the page
+// together, at most ten times a second, so the browser lays the table out once per batch
+let queued = [];
+let flushTimer = null;
+
 function addRow(r) {
+  queued.push(r);
+  if (queued.length > KEEP) queued = queued.slice(-KEEP);  // older ones would be trimmed
+  if (flushTimer === null) flushTimer = setTimeout(flushRows, 100);
+}
+
+function rowOf(r, filter) {
   const tr = el("tr");
   tr.dataset.seq = String(r.seq);
   tr.dataset.machine = r.machine;
@@ -28,20 +39,33 @@ function addRow(r) {
   const abnormal = /lost|mismatch|refused|withheld|failure|exceeded|io_error|rows_lost/;
   cell(tr, r.target, abnormal.test(`${r.event} ${r.target}`) ? "abnormal" : "");
   cell(tr, r.detail);
-  const f = $("machine-filter").value;
-  tr.hidden = f !== "" && f !== r.machine;
+  tr.hidden = filter !== "" && filter !== r.machine;
+  return tr;
+}
+
+function flushRows() {
+  flushTimer = null;
+  const rows = queued;
+  queued = [];
+  const filter = $("machine-filter").value;
+  const batch = document.createDocumentFragment();
+  for (let i = rows.length - 1; i >= 0; i--) batch.append(rowOf(rows[i], filter));  // newest first
   const body = $("timeline").tBodies[0];
-  body.prepend(tr);
-  while (body.rows.length > KEEP) body.lastElementChild.remove();
-  if (!machines.has(r.machine)) {
-    machines.add(r.machine);
-    const sel = $("machine-filter");
-    const names = [...machines].sort();
-    const opt = el("option", r.machine);
-    opt.value = r.machine;
-    const before = names.indexOf(r.machine) + 1;  // after "all machines"
-    sel.insertBefore(opt, sel.options[before] || null);
-  }
+  body.prepend(batch);
+  let n = body.rows.length;
+  while (n-- > KEEP) body.lastElementChild.remove();
+  for (const r of rows) addMachine(r.machine);
+}
+
+function addMachine(name) {
+  if (machines.has(name)) return;
+  machines.add(name);
+  const sel = $("machine-filter");
+  const names = [...machines].sort();
+  const opt = el("option", name);
+  opt.value = name;
+  const before = names.indexOf(name) + 1;  // after "all machines"
+  sel.insertBefore(opt, sel.options[before] || null);
 }
 
 $("machine-filter").addEventListener("change", () => {
