@@ -199,9 +199,17 @@ class Hub(Poller):
         listing = self.controller.ask({"op": "list"}) if status.get("ok") else {}
         t = time.time()
         self.alarms.update(conditions(status))
-        for row in self.journal.after(self._limit_seq, 10_000, machine_prefix="limit:"):
+        # the newest seq first: the rows up to it are scanned once, never again (a scan from
+        # the last limit row would read the whole journal every second on a quiet one)
+        top = self.journal.max_seq()
+        limits = self.journal.after(self._limit_seq, 10_000, machine_prefix="limit:")
+        for row in limits:
+            if row["seq"] > top:
+                break  # came after `top`: read with the next poll
             self._limit_seq = row["seq"]
             self.alarms.limit_row(row)
+        if len(limits) < 10_000:  # every limit row up to `top` was read
+            self._limit_seq = max(self._limit_seq, top)
         self.retrans.update(status.get("streams", []) if status.get("ok") else [], t)
         trips = status.get("trip_latency_ns") or []
         if trips and len(trips) != self._svg_n:

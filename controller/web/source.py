@@ -112,6 +112,19 @@ class JournalReader:
             limit,
         )
 
+    def max_seq(self) -> int:
+        """The newest row's sequence number (0: none), by the primary key's index."""
+        db = self._open()
+        if db is None:
+            return 0
+        try:
+            row = db.execute("SELECT MAX(seq) FROM journal").fetchone()
+        except sqlite3.Error as exc:
+            self.error = f"journal {self.path}: {exc}"
+            self.close()
+            return 0
+        return int(row[0] or 0)
+
     def last(self, limit: int) -> list[dict[str, Any]]:
         """The newest `limit` rows, oldest first (a page's first fill)."""
         return self._query("", (), "DESC", limit)[::-1]

@@ -8,6 +8,7 @@ import json
 import shutil
 import ssl
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -161,3 +162,46 @@ def test_last_event_id_resumes_after_that_row(start_web, tmp_path: Path) -> None
     assert _journal_ids(web.port, {"Last-Event-ID": str(seqs[2])}) == seqs[3:]
     assert _journal_ids(web.port, {}, f"/events?after={seqs[-2]}") == seqs[-1:]
     assert _journal_ids(web.port, {"Last-Event-ID": str(seqs[-1])}) == []
+
+
+def _first_state(port: int) -> dict:
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=20)
+    c.request("GET", "/events")
+    r = c.getresponse()
+    event: dict[str, str] = {}
+    try:
+        while True:
+            line = r.fp.readline().decode().rstrip("\n")
+            if line:
+                key, _, value = line.partition(": ")
+                event[key] = value
+            elif event.get("event") == "state":
+                return json.loads(event["data"])
+            else:
+                event = {}
+    finally:
+        c.close()
+
+
+def test_a_crossed_limit_is_an_alarm_with_its_isa_state(sim, start_web, tmp_path: Path) -> None:
+    import socket
+
+    from tests.control.conftest import Controller
+
+    c = Controller(tmp_path, sim.port, {"control": {"max_line_bytes": 256}})
+    try:
+        with socket.socket(socket.AF_UNIX) as s:  # a line over the cap: a limit crossed
+            s.settimeout(10)
+            s.connect(str(c.sock))
+            s.sendall(b'{"op": "list", "x": "' + b"y" * 1000 + b'"}\n')
+            assert b"max_line_bytes" in s.recv(4096)
+        web = start_web("--control", str(c.sock), "--state", str(c.state), "--bind", "127.0.0.1:0")
+        alarms = []
+        for _ in range(40):
+            alarms = [a for a in _first_state(web.port)["alarms"] if "control.line" in a["text"]]
+            if alarms:
+                break
+            time.sleep(0.25)
+        assert alarms and alarms[0]["state"] == "active", alarms
+    finally:
+        c.stop()
