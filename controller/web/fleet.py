@@ -1,9 +1,10 @@
 """The fleet collector's store, read-only, for the fleet page and the bay pages it links to.
 
-The layout this reads is documented in docs/web.md ("The fleet store"): table `bays`, one
-row per bay with its last `state` payload, and table `journal`, the bays' journal rows keyed
-by (site, bay, seq). SQLite only for now (the collector's default); the page says so for
-any other URL.
+The layout this reads is the collector's (docs/web.md, "The fleet page"): `fleet_bays`, one
+row per bay (controller id, site, bay, birth and death with their bdSeq, the last `state`
+payload and when it came, the highest seq stored), and `fleet_rows`, every bay's journal
+rows keyed by (controller, seq). SQLite only for now (the collector's default); the page
+says so for any other URL.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from typing import Any
 from controller.web.hub import AlarmBook, Poller, Retransmissions, conditions
 from controller.web.source import detail, read_only
 
-#: no `state` for this long (the uplink sends one at least every 10 s): stale
-STALE_S = 30.0
+#: no `state` for this long (the uplink sends one at least every 10 s): stale, as the
+#: collector's own `goosectl fleet status` says
+STALE_S = 25.0
 
 
 class FleetError(Exception):
@@ -61,7 +63,7 @@ class FleetStore:
         except sqlite3.Error as exc:
             self.error = f"fleet store {self.path}: {exc}"
             return None
-        missing = {"bays", "journal"} - names
+        missing = {"fleet_bays", "fleet_rows"} - names
         if missing:
             db.close()
             self.error = f"fleet store {self.path}: no table {', '.join(sorted(missing))}"
@@ -94,14 +96,15 @@ def bay_key(site: str, bay: str) -> str:
 
 
 def parse_state(text: Any) -> dict[str, Any]:
-    """A `bays.state` payload as the page's status JSON (`ok` true), or why not."""
+    """A `fleet_bays.state` payload's status (the uplink's `state`: `status` is the
+    controller's `status --json`) as the page's status JSON (`ok` true), or why not."""
     try:
         state = json.loads(text) if isinstance(text, str | bytes) else None
     except ValueError:
         state = None
-    if not isinstance(state, dict):
+    if not isinstance(state, dict) or not isinstance(state.get("status"), dict):
         return {"ok": False, "error": "no state received from this bay yet"}
-    return {**state, "ok": True}
+    return {**state["status"], "ok": True, "journal_seq": state.get("journal_seq")}
 
 
 def fleet_rows(store: FleetStore, now_s: float | None = None) -> list[dict[str, Any]]:
@@ -109,17 +112,20 @@ def fleet_rows(store: FleetStore, now_s: float | None = None) -> list[dict[str, 
     now = time.time() if now_s is None else now_s
     out = []
     for r in store.query(
-        "SELECT site, bay, online, state, state_utc_ns, last_seq FROM bays ORDER BY site, bay"
+        "SELECT site, bay, bd_seq, birth_ns, death_bd_seq, state, state_ns, last_seq "
+        "FROM fleet_bays ORDER BY site, bay"
     ):
         state = parse_state(r["state"])
-        seen = r["state_utc_ns"]
-        lag = None if seen is None else max(0.0, now - seen / 1e9)
-        if not r["online"]:
+        seen = r["state_ns"]
+        age = None if seen is None else max(0.0, now - seen / 1e9)
+        # the collector's rule: dead when the death carries the last birth's bdSeq
+        if r["death_bd_seq"] is not None and r["death_bd_seq"] >= r["bd_seq"]:
             liveness = "dead"
-        elif lag is None or lag > STALE_S:
+        elif age is None or age > STALE_S or not r["birth_ns"]:
             liveness = "stale"
         else:
             liveness = "online"
+        had = state.get("journal_seq") if state["ok"] else None
         lgos = state.get("lgos", []) if state["ok"] else []
         out.append(
             {
@@ -134,7 +140,9 @@ def fleet_rows(store: FleetStore, now_s: float | None = None) -> list[dict[str, 
                 "lgos_valid": sum(1 for v in lgos if isinstance(v, dict) and v.get("St")),
                 "lgos_total": len(lgos),
                 "last_seq": r["last_seq"],
-                "lag_s": None if lag is None else round(lag, 1),
+                # rows the bay had (its last state's seq) that the store does not hold yet
+                "lag": max(0, had - (r["last_seq"] or 0)) if isinstance(had, int) else None,
+                "age_s": None if age is None else round(age, 1),
                 "state_utc": None
                 if seen is None
                 else dt.datetime.fromtimestamp(seen / 1e9, dt.UTC)
@@ -151,16 +159,30 @@ class FleetJournal:
     def __init__(self, path: Path, key: str) -> None:
         self.store = FleetStore(path)
         self.site, _, self.bay = key.partition("/")
+        self._controller: str | None = None
+
+    def _id(self) -> str | None:
+        """The bay's controller id, which keys its rows."""
+        if self._controller is None:
+            rows = self.store.query(
+                "SELECT controller FROM fleet_bays WHERE site = ? AND bay = ?",
+                (self.site, self.bay),
+            )
+            self._controller = str(rows[0]["controller"]) if rows else None
+        return self._controller
 
     @property
     def error(self) -> str:
         return self.store.error
 
     def _rows(self, where: str, args: tuple[Any, ...], order: str, limit: int) -> list[dict]:
+        controller = self._id()
+        if controller is None:
+            return []
         rows = self.store.query(
-            "SELECT seq, utc_ns, machine, event, source, target, effects FROM journal "
-            f"WHERE site = ? AND bay = ? {where} ORDER BY seq {order} LIMIT ?",
-            (self.site, self.bay, *args, limit),
+            "SELECT seq, utc_ns, machine, event, source, target, effects FROM fleet_rows "
+            f"WHERE controller = ? {where} ORDER BY seq {order} LIMIT ?",
+            (controller, *args, limit),
         )
         return [_row(r) for r in rows]
 
@@ -223,7 +245,7 @@ class FleetHub(Poller):
         polled = polled.replace("+00:00", "Z")
         states = {
             bay_key(str(r["site"]), str(r["bay"])): parse_state(r["state"])
-            for r in self.store.query("SELECT site, bay, state FROM bays")
+            for r in self.store.query("SELECT site, bay, state FROM fleet_bays")
         }
         bays = {}
         for key, state in states.items():

@@ -1,5 +1,5 @@
-"""The fleet page on a collector's store laid out as docs/web.md says (the collector itself
-is the fleet's work): a store filled from a real controller's `status --json` and journal,
+"""The fleet page on a store in the fleet collector's layout (the collector is the fleet's
+work; its tables as docs/web.md lists them), filled from a real controller's status and journal,
 one bay per liveness; the page's rows, a bay page fed from the store, live updates, no
 actions, hostile names as text, axe-core clean."""
 
@@ -16,33 +16,30 @@ from tests.web.conftest import shot
 
 WAIT_MS = 15_000
 HOSTILE = "<img src=x onerror=alert(1)>"
-#: the layout docs/web.md documents for the fleet collector's store
+#: the fleet collector's tables the page reads (controller/fleet/store.py on main), as
+#: docs/web.md lists them
 SCHEMA = """
-CREATE TABLE bays (
-    site TEXT NOT NULL, bay TEXT NOT NULL,
-    online INTEGER NOT NULL,
-    state TEXT,
-    state_utc_ns INTEGER,
-    last_seq INTEGER,
-    PRIMARY KEY (site, bay)
-);
-CREATE TABLE journal (
-    site TEXT NOT NULL, bay TEXT NOT NULL, seq INTEGER NOT NULL,
-    utc_ns INTEGER NOT NULL, machine TEXT NOT NULL, event TEXT NOT NULL,
-    source TEXT NOT NULL, target TEXT NOT NULL, effects TEXT NOT NULL,
-    table_name TEXT NOT NULL, version TEXT NOT NULL,
-    PRIMARY KEY (site, bay, seq)
-);
+CREATE TABLE fleet_rows (
+    controller TEXT NOT NULL, seq BIGINT NOT NULL, utc_ns BIGINT NOT NULL,
+    machine TEXT NOT NULL, event TEXT NOT NULL, source TEXT NOT NULL, target TEXT NOT NULL,
+    effects TEXT NOT NULL, table_name TEXT NOT NULL, version TEXT NOT NULL,
+    sent_ns BIGINT NOT NULL, stored_ns BIGINT NOT NULL,
+    PRIMARY KEY (controller, seq));
+CREATE TABLE fleet_bays (
+    controller TEXT PRIMARY KEY, site TEXT NOT NULL, bay TEXT NOT NULL,
+    bd_seq BIGINT NOT NULL DEFAULT 0, version TEXT, birth_ns BIGINT, death_ns BIGINT,
+    death_bd_seq BIGINT, state TEXT, state_ns BIGINT, state_seq BIGINT, first_seq BIGINT,
+    last_seq BIGINT NOT NULL DEFAULT 0, refused BIGINT NOT NULL DEFAULT 0);
 """
 
 
 def fill(store: Path, controller: Any) -> tuple[dict[str, Any], list[tuple]]:
     """The store as a collector would leave it: the controller's bay online with its
     state and journal, a second bay dead, a third stale with a hostile name."""
-    state = json.loads(
+    status = json.loads(
         goosectl("status", "--json", "--control", str(controller.sock), timeout=60).stdout
     )
-    state.pop("ok")
+    status.pop("ok")
     src = sqlite3.connect(controller.state / "bay.sqlite")
     rows = list(
         src.execute(
@@ -52,17 +49,20 @@ def fill(store: Path, controller: Any) -> tuple[dict[str, Any], list[tuple]]:
     )
     src.close()
     now = time.time_ns()
+    last = rows[-1][0]
+    state = {"schema": 1, "status": status, "journal_seq": last, "reachable": True}
     db = sqlite3.connect(store)
     db.executescript(SCHEMA)
     db.executemany(
-        "INSERT INTO bays VALUES (?, ?, ?, ?, ?, ?)",
+        "INSERT INTO fleet_bays (controller, site, bay, bd_seq, birth_ns, death_ns, "
+        "death_bd_seq, state, state_ns, last_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         [
-            ("north", "bay1", 1, json.dumps(state), now, rows[-1][0]),
-            ("north", "bay2", 0, json.dumps(state), now - 600 * 10**9, 17),
-            ("south", HOSTILE, 1, "not json", now - 120 * 10**9, None),
+            ("c1", "north", "bay1", 1, now, None, None, json.dumps(state), now, last),
+            ("c2", "north", "bay2", 2, now, now, 2, json.dumps(state), now, 17),
+            ("c3", "south", HOSTILE, 1, now, None, None, "not json", now - 120 * 10**9, 0),
         ],
     )
-    db.executemany("INSERT INTO journal VALUES ('north', 'bay1', ?, ?, ?, ?, ?, ?, ?, ?, ?)", rows)
+    db.executemany("INSERT INTO fleet_rows VALUES ('c1', ?, ?, ?, ?, ?, ?, ?, ?, ?, 0, 0)", rows)
     db.commit()
     db.close()
     return state, rows
@@ -110,15 +110,17 @@ def test_fleet_page_and_a_bay_from_the_store(controller, start_web, page, tmp_pa
 
     # the collector stores a new row and a new state: the page follows
     db = sqlite3.connect(store)
-    closed = {**state, "position": "on", "breaker": "closed"}
+    new = rows[-1][0] + 1
+    status = {**state["status"], "position": "on", "breaker": "closed"}
+    closed = {**state, "status": status, "journal_seq": new}
     db.execute(
-        "UPDATE bays SET state = ?, state_utc_ns = ?, last_seq = ? WHERE bay = 'bay1'",
-        (json.dumps(closed), time.time_ns(), rows[-1][0] + 1),
+        "UPDATE fleet_bays SET state = ?, state_ns = ?, last_seq = ? WHERE controller = 'c1'",
+        (json.dumps(closed), time.time_ns(), new),
     )
     db.execute(
-        "INSERT INTO journal VALUES ('north', 'bay1', ?, ?, 'bay', 'position', 'closing', "
-        "'closed', '-', 'bay', '1')",
-        (rows[-1][0] + 1, time.time_ns()),
+        "INSERT INTO fleet_rows VALUES ('c1', ?, ?, 'bay', 'position', 'closing', "
+        "'closed', '-', 'bay', '1', 0, 0)",
+        (new, time.time_ns()),
     )
     db.commit()
     db.close()

@@ -27,7 +27,7 @@ function apply(p) {
     const bad = b.lgos_total - b.lgos_valid;
     cell(tr, `${b.lgos_valid}/${b.lgos_total} valid`, bad ? "alarm" : "");
     num(tr, b.last_seq);
-    num(tr, b.lag_s);
+    num(tr, b.lag);
     cell(tr, b.state_utc || "never");
     return tr;
   });
