@@ -1,10 +1,10 @@
-"""Burst benchmark (issue 14): frames in, frames classified, frames lost, drops shown.
+"""Burst benchmark: frames in, frames classified, frames lost, drops shown.
 
 What is measured, on a veth pair between two namespaces this benchmark creates:
 
 - **x1, x10**: the ABB capture (451 real GOOSE frames, tests/data/captures/PROVENANCE.md)
   sent back to back, once and ten times over (4,510 frames), into `goosectl listen --json`.
-  The baseline, in the same run, is the receive path before issue 14 (`rx_ring: {version:
+  The baseline, in the same run, is the receive path before the receive ring (`rx_ring: {version:
   0}`: the socket's receive buffer, one recvmsg a frame). Asserted: with the ring, 0 lost
   and 0 dropped; for every receiver, frames printed + kernel drops + frames unread at exit
   = frames sent (no silent loss).

@@ -22,7 +22,7 @@ pyiec61850 ships (pyiec61850_ng.libs/libiec61850-*.so) through ctypes, with a su
 for the frame's gocbRef so the whole message (allData included) is parsed. The ctypes
 call itself costs ~0.3-0.5 us of the reported time.
 
-Targets (issue 3): decode (a) p50 <= 20 us and >= 10x faster than scapy; encode (a)
+Targets: decode (a) p50 <= 20 us and >= 10x faster than scapy; encode (a)
 p50 <= 20 us. `--short` (CI) runs in seconds and fails only if p99 decode (a) > 4 ms.
 The 10x assumed scapy's own BER walk (~200 us); because our layer delegates to the codec,
 scapy here costs codec + ~55 us of packet machinery, so the measured ratio is ~5x and the

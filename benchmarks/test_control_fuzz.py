@@ -1,10 +1,10 @@
-"""Issue 12's acceptance for the control protocol: a hostile crowd on the control socket
+"""The acceptance for the control protocol: a hostile crowd on the control socket
 (`benchmarks/control_fuzz.py`: random and malformed JSON lines, deep and huge lines,
 clients that never read, crowds past the client cap, pipelined floods) while protection
 trips arrive on the wire: every trip is answered (none missed, asserted), p99 within the
 4 ms bound (asserted), and the slowest within it (`check_budget`: about one trip in 3,000
 of this lab, idle or under the crowd alike, still reaches 3.5-4.3 ms on a shared 2-vCPU
-machine; the tail issue 14 tracks).
+machine; the host's tail).
 
 The configuration is the one a user deploys for that guarantee: `goosectl run --realtime`
 (SCHED_FIFO, memory locked, the collector only when idle; README "Real-time"). Without it
@@ -118,6 +118,6 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
     assert res.p99 < HARD_LIMIT_US, numbers
     # every trip within the bound, the slowest, not a percentile: met in most runs; about
     # one trip in 3,000 of the lab (idle or under the crowd alike) still reaches 3.5-4.3 ms
-    # on this shared 2-vCPU machine, the tail issue 14 tracks: reported with its numbers,
+    # on this shared 2-vCPU machine, the host's tail: reported with its numbers,
     # enforced with GOOSECTL_ENFORCE_BUDGETS=1
     check_budget(res.max < HARD_LIMIT_US, "every trip within 4 ms: " + numbers)

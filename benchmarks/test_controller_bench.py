@@ -31,7 +31,7 @@ Asserted everywhere: the 4 ms hard limit. Checked (ARCHITECTURE.md, performance 
 trips in --short); on the wire p50 <= 3x the raw echo's p50 after the same quiet
 (WIRE_BUDGET_X_RAW_ECHO_P50) and p99 <= 500 us (WIRE_BUDGET_P99_US), 1,000 trips, each its
 own check. An unmet budget is an XFAIL whose reason carries the numbers and every ratio
-(issue 14: the wire p99 is not met on this host), and a failure with
+(the wire p99 is not met on this host), and a failure with
 GOOSECTL_ENFORCE_BUDGETS=1 (a host fit to judge it).
 """
 

@@ -7,7 +7,7 @@ run, `xml.etree.ElementTree.parse` (C accelerated, no safety guards, no line num
 model) of the same file, as percentiles of the runs' CPU times: wall time on a shared
 machine includes other tenants' work (it is reported beside).
 
-Budget (issue 13): parse < 10 s, peak memory < 1 GB for the 50 MB file. `--short` (CI)
+Budget: parse < 10 s, peak memory < 1 GB for the 50 MB file. `--short` (CI)
 reads a 5 MB station of 20 IEDs against a tenth of those budgets.
 """
 

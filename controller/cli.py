@@ -216,12 +216,12 @@ def user_message(exc: BaseException, args: argparse.Namespace | None = None) -> 
     from controller.agent.procedure import ProcedureError
     from controller.config.validate import ConfigError
     from controller.engine import TableError
-    from controller.engine.journal import JournalIOError
+    from controller.engine.journal import JournalIOError, JournalRefused
     from protocols.serial.port import PortError
 
     if isinstance(exc, (TableError, ProcedureError)):
         return "\n".join(str(f) for f in exc.findings)
-    if isinstance(exc, (ConfigError, JournalIOError, PortError)):
+    if isinstance(exc, (ConfigError, JournalIOError, JournalRefused, PortError)):
         return str(exc)
     if isinstance(exc, OSError) and (exc.errno in USER_ERRNOS):
         return _os_message(exc)

@@ -52,6 +52,14 @@ class SubscriptionsView(Protocol):
     @property
     def subs(self) -> SubscriptionTable: ...
 
+    def merge_sides(self) -> None:
+        """Frames arrive on two networks: merge every stream's two copies (A/B)."""
+        ...
+
+    def rejects(self, buf: bytes) -> bool:
+        """A frame of no subscription, found without a parse (counted by the bank)."""
+        ...
+
 
 class SubscriptionTable(Protocol):
     """The bank's subscriptions by key; the loop only walks them for their addresses."""

@@ -1,4 +1,6 @@
-"""The lab: test peers and measuring harnesses, outside the product package.
+"""The lab: test peers and measuring harnesses, shipped for the `--live` commands.
+
+Nothing the controller runs imports it (docs/decisions/lab-is-shipped.md).
 
 Network namespaces and veth pairs that tests create and always remove (`netns`), the
 libiec61850 peer and ping-pong reference (`iec61850_*`, which must share no code with the

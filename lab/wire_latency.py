@@ -91,8 +91,12 @@ class WireTrip:
         spin: bool = False,
         realtime: bool = False,
         cpu_latency_us: int | None = None,
+        load_dst: str = "010ccd0100ff",
     ) -> None:
         self.spin = spin
+        #: the load's destination MAC (hex): the default is no subscription's; the
+        #: protection trip's own (010ccd010001) makes it a flood on the subscribed address
+        self.load_dst = load_dst
         self.realtime = realtime
         #: `run --cpu-latency-us`: the controller holds the host's CPU wake-up latency
         self.cpu_latency_us = cpu_latency_us
@@ -214,6 +218,8 @@ class WireTrip:
                     str(load_streams),
                     "--fps",
                     str(load_fps),
+                    "--dst",
+                    self.load_dst,
                 )
             )
         self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 5.0)
@@ -321,16 +327,17 @@ class WireTrip:
         self.lab.close()
 
 
-def load(iface: str, streams: int, fps: int) -> int:
-    """Unrelated GOOSE traffic: `streams` streams' retransmissions at `fps` in total."""
+def load(iface: str, streams: int, fps: int, dst: str = "010ccd0100ff") -> int:
+    """Unrelated GOOSE traffic: `streams` streams' retransmissions at `fps` in total, to
+    `dst` (hex)."""
     sock = RawSocket(iface, timestamps=False)
     tpls = [
         FrameTemplate(
             GooseFrame(
                 gocb_ref=f"LOAD{i:02d}LD0/LLN0$GO$g",
                 dat_set=f"LOAD{i:02d}LD0/LLN0$ds",
-                appid=0x3000 + i,
-                dst=bytes.fromhex("010ccd0100ff"),
+                appid=(0x3000 + i) & 0xFFFF,
+                dst=bytes.fromhex(dst),
                 num_dat_set_entries=4,
             )
         )
@@ -372,9 +379,10 @@ def main(argv=None) -> int:
     lo.add_argument("--iface", required=True)
     lo.add_argument("--streams", type=int, default=50)
     lo.add_argument("--fps", type=int, default=5000)
+    lo.add_argument("--dst", default="010ccd0100ff", help="destination MAC, hex")
     args = p.parse_args(argv)
     try:
-        return load(args.iface, args.streams, args.fps)
+        return load(args.iface, args.streams, args.fps, args.dst)
     except KeyboardInterrupt:
         return 0
 

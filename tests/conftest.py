@@ -6,3 +6,14 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark every test with its tier (`tests/tiers.py`): unit, root, peer."""
+    import pytest
+
+    from tests.tiers import classify
+
+    for item in items:
+        for mark in classify(item):
+            item.add_marker(getattr(pytest.mark, mark))

@@ -1,4 +1,4 @@
-"""Stress run for the device-link reset race (issue 10): not part of the suite.
+"""Stress run for the device-link reset race: not part of the suite.
 
 Runs the two tests that CI saw fail on one reboot handled twice, each `--runs` times (50 by
 default), while one CPU hog per core competes for the processor, and prints the failures:

@@ -7,6 +7,10 @@ loaded inside a function by the commands and the demo that offer `--live` lab ru
 never at import time, so an installed controller starts without it.
 
 A new package gets a row here (and in the architecture document) before its first import.
+
+The same walk enforces the no-I/O rule: a pure unit imports none of the standard library's
+clocks, sockets, threads, processes or databases (`FORBIDDEN`), except the few modules that
+are the unit's own edge to the world, each named in `IO_EDGES` with the reason.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ CORE = {
     "controller.link",
     "controller.logic",
     "controller.ports",
+    "controller.prp",
 }
 
 #: unit -> the units it may import (besides itself)
@@ -40,6 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "firmware_sim": {"protocols", "controller.engine"},
     "controller.goose": {"protocols", "controller.engine", "controller.config"},
     "controller.link": {"protocols", "controller.engine", "controller.config"},
+    "controller.prp": {"protocols", "controller.engine", "controller.config"},
     "controller.logic": {
         "protocols",
         "controller.engine",
@@ -57,7 +63,14 @@ ALLOWED: dict[str, set[str]] = {
         "controller.display",
         "controller.replay",
     },
-    "controller.shell": {"protocols", *CORE, "controller.agent", "controller.report"},
+    # and `controller.logs`, whose events (status, alarm, limit) the shell reports through
+    "controller.shell": {
+        "protocols",
+        *CORE,
+        "controller.agent",
+        "controller.report",
+        "controller.logs",
+    },
     "controller.demo": {
         "protocols",
         *CORE,
@@ -69,6 +82,8 @@ ALLOWED: dict[str, set[str]] = {
         "controller.errors",
         "firmware_sim",
     },
+    # the uplink and the collector: processes beside the controller, never inside its loop
+    "controller.fleet": {"protocols", *CORE, "controller.shell", "controller.logs"},
     # the web page: a separate process reading the control socket and the journal; no
     # unit of the controller imports it (only the commands do)
     "controller.web": {"protocols", *CORE, "controller.report", "controller.shell"},
@@ -99,6 +114,54 @@ SIMULATOR_USERS = (
 )
 
 
+#: the units that never read a clock, sleep, or touch a socket, a thread, a process or a
+#: database: they take events and time in and give effects out (docs/ARCHITECTURE.md)
+PURE = (
+    "protocols",
+    "controller.engine",
+    "controller.config",
+    "controller.ports",
+    "controller.goose",
+    "controller.link",
+    "controller.prp",
+    "controller.logic",
+    "controller.agent",
+    "controller.display",
+    "firmware_sim",
+)
+#: what a pure unit may not import (module-level or in a function alike)
+FORBIDDEN = frozenset(
+    {
+        "sqlite3",
+        "socket",
+        "select",
+        "selectors",
+        "threading",
+        "time",
+        "serial",
+        "asyncio",
+        "subprocess",
+        "multiprocessing",
+        "signal",
+        "mmap",
+    }
+)
+#: modules inside a pure unit that are its edge to the world, and why they live there
+IO_EDGES = {
+    # the transports of the wire codecs: the raw socket, its kernel ring and filter, and
+    # the serial port, kept beside the bytes they carry so `protocols` is usable alone
+    "protocols/ethernet/rawsock.py": "the AF_PACKET socket",
+    "protocols/ethernet/ring.py": "the kernel's receive ring (mmap on the socket)",
+    "protocols/ethernet/bpf.py": "the kernel's socket filter",
+    "protocols/serial/port.py": "the serial port and its lock",
+    # the simulated device's own shell: its firmware (firmware_sim/core.py) stays pure
+    "firmware_sim/shell.py": "the simulator's loop",
+    "firmware_sim/transport.py": "the simulator's pty, TCP and loop:// ports",
+    # the SQLite store behind the journal's recording interface
+    "controller/engine/journal.py": "the SQLite store",
+}
+
+
 def unit(module: str) -> str:
     parts = module.split(".")
     if parts[0] == "controller" and len(parts) > 1:
@@ -110,8 +173,12 @@ def modules(root: Path) -> list[Path]:
     return sorted(p for pkg in PACKAGES for p in (root / pkg).rglob("*.py"))
 
 
-def imports(path: Path) -> list[tuple[str, int, bool]]:
-    """(module imported, line, at module level) for every import of our packages."""
+def imports(path: Path, packages: tuple[str, ...] = PACKAGES) -> list[tuple[str, int, bool]]:
+    """(module imported, line, at module level) for every import of `packages`.
+
+    `from controller import goose` imports `controller.goose`: the names of a `from`
+    import of a package are taken as its modules, so no unit reaches past the table
+    through the package root."""
     tree = ast.parse(path.read_text(), str(path))
     top = {id(n) for n in tree.body}
     top |= {id(n) for s in tree.body if isinstance(s, ast.If | ast.Try) for n in ast.walk(s)}
@@ -121,10 +188,12 @@ def imports(path: Path) -> list[tuple[str, int, bool]]:
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
+            if node.module in PACKAGES:
+                names = [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:
-            if name.split(".")[0] in PACKAGES:
+            if name.split(".")[0] in packages:
                 out.append((name, node.lineno, id(node) in top))
     return out
 
@@ -148,7 +217,7 @@ def violations(root: Path = ROOT) -> list[str]:
             dst = unit(name)
             if dst == src:
                 continue
-            if dst == "controller":  # the package root holds the version, nothing else
+            if name == "controller.__version__":  # the package root holds the version
                 continue
             if dst == "lab" and not at_top and src in LAB_LOADERS:
                 continue
@@ -162,8 +231,47 @@ def violations(root: Path = ROOT) -> list[str]:
     return bad
 
 
+def io_violations(root: Path = ROOT) -> list[str]:
+    """Every import of a clock, socket, thread, process or database in a pure unit."""
+    bad = []
+    for path in modules(root):
+        rel = path.relative_to(root)
+        if own_unit(path, root) not in PURE or str(rel) in IO_EDGES:
+            continue
+        for name, line, _ in imports(path, tuple(FORBIDDEN)):
+            bad.append(f"{rel}:{line}: imports {name} (a pure unit does no I/O)")
+    return bad
+
+
 def test_every_import_follows_the_layer_table() -> None:
     assert violations() == []
+
+
+def test_the_pure_units_do_no_io() -> None:
+    assert io_violations() == []
+
+
+def test_every_io_edge_exists() -> None:
+    assert [p for p in IO_EDGES if not (ROOT / p).exists()] == []
+
+
+@pytest.mark.parametrize(
+    ("src", "line"),
+    [
+        ("controller/goose/x.py", "import time"),
+        ("controller/engine/x.py", "from sqlite3 import connect"),
+        ("controller/agent/x.py", "import threading"),
+        ("protocols/goose/x.py", "import socket"),
+    ],
+)
+def test_io_in_a_pure_unit_is_reported(src: str, line: str, tmp_path: Path) -> None:
+    fake = tmp_path / src
+    fake.parent.mkdir(parents=True)
+    fake.write_text(f"def f():\n    {line}\n")
+    for pkg in PACKAGES:
+        (tmp_path / pkg).mkdir(exist_ok=True)
+    found = io_violations(tmp_path)
+    assert len(found) == 1 and found[0].startswith(src + ":2:"), found
 
 
 @pytest.mark.parametrize(
@@ -174,6 +282,7 @@ def test_every_import_follows_the_layer_table() -> None:
         ("controller/goose/x.py", "import lab.netns"),
         ("controller/config/x.py", "from controller.goose.hub import GooseHub"),
         ("controller/demo/x.py", "from lab import netns"),  # at import time: refused
+        ("controller/engine/x.py", "from controller import goose"),  # the root's hole
     ],
 )
 def test_an_upward_import_is_reported(src: str, line: str, tmp_path: Path) -> None:
@@ -185,3 +294,28 @@ def test_an_upward_import_is_reported(src: str, line: str, tmp_path: Path) -> No
         (tmp_path / pkg).mkdir(exist_ok=True)
     found = violations(tmp_path)
     assert len(found) == 1 and found[0].startswith(src + ":1:"), found
+
+
+def import_table() -> str:
+    """The tables of docs/ARCHITECTURE.md's "Imports run one way", made from `ALLOWED`,
+    `PURE` and `IO_EDGES`, so the document and the checker are one table."""
+    rows = ["| unit | may import (besides itself) | pure: no I/O |", "|---|---|---|"]
+    for src in sorted(ALLOWED):
+        dst = ALLOWED[src]
+        may = "anything" if "*" in dst else ", ".join(f"`{d}`" for d in sorted(dst)) or "—"
+        rows.append(f"| `{src}` | {may} | {'yes' if src in PURE else ''} |")
+    rows += ["", "| I/O edge inside a pure unit | why |", "|---|---|"]
+    rows += [f"| `{path}` | {why} |" for path, why in IO_EDGES.items()]
+    return "\n".join(rows) + "\n"
+
+
+BEGIN, END = "<!-- import-table: tests/test_import_directions.py -->", "<!-- /import-table -->"
+
+
+def test_the_architecture_document_shows_this_table() -> None:
+    doc = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    shown = doc.split(BEGIN, 1)[1].split(END, 1)[0].strip("\n") + "\n"
+    assert shown == import_table(), (
+        "docs/ARCHITECTURE.md's import table differs from the checker's: paste "
+        "`python -c 'from tests.test_import_directions import import_table as t; print(t())'`"
+    )

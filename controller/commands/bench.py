@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from controller.cli import CommandError
+from protocols.files import write_new
 
 log = logging.getLogger(__package__)
 
@@ -91,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     text = "\n".join(lines)
     print(text)
     svg = write_svg(args.out, {**series, **floors}, "goosectl transition latency")
-    args.out.with_suffix(".txt").write_text(text + "\n")
-    args.out.with_suffix(".json").write_text(json.dumps(table, indent=2) + "\n")
+    write_new(args.out.with_suffix(".txt"), text + "\n")
+    write_new(args.out.with_suffix(".json"), json.dumps(table, indent=2) + "\n")
     print(f"\nhistogram: {svg}  table: {args.out.with_suffix('.txt')}")
     return 0 if verdict else 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import logging
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +74,9 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
         if out.exists() and not out.is_dir():
             raise CommandError(f"--out {out}: exists and is not a folder (give a new folder)")
         if out.is_dir():
+            why = not_private(out)
+            if why is not None:
+                raise CommandError(f"--out {out}: {why}: give a folder of your own, or a new one")
             try:
                 taken = sorted(p.name for p in out.iterdir())
             except OSError as exc:
@@ -89,7 +94,8 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
         candidates = [Path(base)] + [Path(f"{base}-{n}") for n in range(2, 100)]
     for folder in candidates:
         try:
-            folder.mkdir(parents=out is not None)
+            # private: nobody else can plant a link at a name the demo is about to write
+            folder.mkdir(mode=0o700, parents=out is not None)
         except FileExistsError:
             continue
         except OSError as exc:
@@ -99,6 +105,19 @@ def claim_folder(out: Path | None, prefix: str) -> Path:
             ) from None
         return folder
     raise CommandError(f"--out {out}: another demo took it first" if out else "no free folder name")
+
+
+def not_private(folder: Path) -> str | None:
+    """Why an existing folder is not one only we can write into (so that nobody can plant
+    a link in it at a name we are about to create), or None."""
+    st = folder.lstat()
+    if not stat.S_ISDIR(st.st_mode):
+        return "is a symbolic link, not a folder"
+    if st.st_uid != os.geteuid():
+        return f"belongs to uid {st.st_uid}"
+    if st.st_mode & 0o022:
+        return f"writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+    return None
 
 
 def _progress(fraction: float, text: str) -> None:

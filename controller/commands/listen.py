@@ -18,10 +18,11 @@ import time
 from typing import Any
 
 from controller.cli import CommandError
+from controller.commands import _prp
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub
-from controller.report.goose_report import Reporter
+from controller.report.prp_report import PrpReporter
 from controller.shell.goose_live import (
     CONTROLLER_RING,
     LiveGoose,
@@ -54,6 +55,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulation mode (LPHD.Sim): a subscription switches to its simulated stream "
         "at the first simulated frame (default: simulated frames are refused)",
     )
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
@@ -97,11 +99,14 @@ def stats_line(live: LiveGoose) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = load_goose_config(args.config, args.ied)
+    config = _prp.config_with(load_goose_config(args.config, args.ied), args)
     check = wire_check(args.scl, config)
     hub = GooseHub(config, simulation=args.simulation)
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    prp = _prp.start(live, config, reporter)
+    if prp is not None:
+        reporter.set_source(prp.last_trailer)
 
     def on_effects(out: list) -> None:
         reporter.effects(out)
@@ -134,7 +139,12 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         live.close()
+        if prp is not None:
+            prp.close()
+            prp.lre.settle()  # every duplicate-table entry counted
     print(stats_line(live))
+    if prp is not None:
+        reporter.prp(prp.status())
     if check is not None and args.json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()

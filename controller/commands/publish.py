@@ -13,6 +13,7 @@ import time
 from pydantic import ValidationError
 
 from controller.cli import CommandError
+from controller.commands import _prp
 from controller.commands.listen import open_live
 from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub
@@ -61,6 +62,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sides", choices=["A", "B", "both"], default=None)
     p.add_argument("--simulation", action="store_true")
     p.add_argument("--json", action="store_true")
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
@@ -140,9 +142,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
-    hub = GooseHub(GooseConfig(publishers=[cfg]))
+    config = _prp.config_with(GooseConfig(publishers=[cfg]), args)
+    hub = GooseHub(config)
     live = open_live(hub, args.iface, args.iface_b)
     reporter = Reporter(hub, args.json, sys.stdout)
+    prp = _prp.start(live, config)
     stdin_open = [True]
     buf = bytearray()
 
@@ -183,6 +187,8 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
         live.run(on_effects=on_effects)
     finally:
         live.close()
+        if prp is not None:
+            prp.close()
     c = hub.counters()["publishers"][cfg.gocb_ref]
     print(
         json.dumps(
@@ -192,6 +198,7 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 "stNum": c["st"],
                 "sqNum": c["sq"],
                 "sent": live.sent,
+                **({"prp": prp.lre.counters()} if prp is not None else {}),
             }
         )
     )

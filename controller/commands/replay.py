@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
+from controller.commands import _prp, _replay_wire
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -24,6 +25,7 @@ from controller.replay.capture_clock import (
 from controller.replay.goose_replay import Replay, capture_frames
 from controller.report.goose_report import Reporter
 from controller.shell.journal_clock import anchor as anchor_clock
+from controller.shell.journal_writer import journal_key
 from protocols.ethernet.pcap import CaptureError
 
 
@@ -82,6 +84,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["on", "test", "test-blocked", "off"],
         help="with --device sim: the controller's behaviour mode (default: logic.mode)",
     )
+    _replay_wire.add_args(p)
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
@@ -97,6 +101,8 @@ def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if _replay_wire.wanted(args):
+        return _replay_wire.run(args)
     if args.device:
         return run_controller(args)
     config = load_goose_config(args.config, args.ied)
@@ -106,7 +112,7 @@ def run(args: argparse.Namespace) -> int:
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(config, journal, simulation=args.simulation)
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
@@ -163,7 +169,7 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     bay = BayController(cfg, t0, journal)
     if args.mode:

@@ -8,11 +8,13 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
 from controller import logs
 from controller.cli import CommandError, add_log_args
+from controller.commands import _prp
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
@@ -68,6 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
     )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    _prp.add_arg(p)
     add_log_args(p, quiet="no status line every second")
     p.add_argument(
         "--log-json",
@@ -158,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
     reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
+    prp_cfg = _prp.config_with(
+        cfg.goose, args, iface,
+        None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b),
+    )  # fmt: skip
     from controller.agent.host import AgentBay
     from controller.agent.planner import FolderPlanner
     from controller.agent.service import AgentService
@@ -190,6 +197,7 @@ def run(args: argparse.Namespace) -> int:
             Retention(
                 max_bytes=int(args.journal_max_mb * 1024 * 1024) or None,
                 max_age_s=args.journal_max_days * 86400 or None,
+                hold=_uplink_hold(args.state),
             ),
             args.journal_queue,
             args.agent_fsync,
@@ -232,6 +240,12 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    try:
+        _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
+    except OSError as exc:
+        live.live.close()
+        abandon()
+        raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError
@@ -351,17 +365,27 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
     opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
     kept then."""
     from controller.shell.control import ControlServer, default_path
-    from controller.shell.locks import lock_file
+    from controller.shell.locks import lock_file, lock_journal
 
     held = []
     try:
         if args.state is not None:
             held.append(lock_file(args.state / "lock", f"state folder {args.state}"))
-        if journal is not None and (args.state is None or journal.parent != args.state):
-            held.append(lock_file(journal.with_name(journal.name + ".lock"), f"journal {journal}"))
+        if journal is not None:  # by the file itself: any name or hard link meets the lock
+            held.append(lock_journal(journal, f"journal {journal}"))
         path = args.control or cfg.control.socket or default_path()
         return held, ControlServer(path, None, cfg=cfg.control)
     except BaseException:
         for lock in held:
             lock.release()
         raise
+
+
+def _uplink_hold(state: Path | None) -> Callable[[], int | None] | None:
+    """What retention must keep for a fleet uplink of this state folder: the rows its
+    broker has not acknowledged (`goosectl uplink`, docs/fleet.md)."""
+    if state is None:
+        return None
+    from controller.fleet.source import held_from
+
+    return lambda: held_from(state)

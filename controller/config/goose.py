@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from controller.config.base import Cfg
+from controller.config.prp import PrpCfg
 from protocols.ethernet.mac import MacError, parse_mac
 from protocols.ethernet.ring import RingSpec, RingSpecError
 
@@ -191,10 +192,43 @@ class RxRingCfg(Cfg):
                         self.retire_ms)  # fmt: skip
 
 
+class ReceiveCfg(Cfg):
+    """How far a subscriber trusts what a frame says about itself (no IEC 62351-6 needed).
+
+    A received timeAllowedToLive keeps a stream alive; a forged one of 49.7 days must not,
+    so the TAL supervised is the least of the frame's, `tal_factor` x the subscription's
+    MaxTime (configured or from the SCL) and `tal_cap_ms`. A new state whose `t` is older
+    than the stream's last `t` by more than `t_skew_ms` is a replay (`stale`): counted,
+    shown, never delivered; equal or slightly older `t` is normal (IEDs stamp `t` coarsely,
+    e.g. at 1/64 s, so two changes a few ms apart can carry the same `t`)."""
+
+    tal_factor: float = Field(
+        default=4.0,
+        gt=1.0,
+        description="TAL supervised at most this many times the subscription's MaxTime",
+    )
+    tal_cap_ms: int = Field(
+        default=60_000,
+        ge=1,
+        description="TAL supervised at most this long, with or without a MaxTime",
+    )
+    t_skew_ms: float = Field(
+        default=100.0,
+        ge=0,
+        description="a new state's `t` may be older than the stream's last `t` by this much",
+    )
+
+
 class GooseConfig(Cfg):
     interface_a: str | None = None
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
+    receive: ReceiveCfg = Field(default_factory=ReceiveCfg)
+    prp: PrpCfg = Field(
+        default_factory=PrpCfg,
+        description="PRP (IEC 62439-3): off, native (goosectl is the LRE on interface_a and "
+        "interface_b) or kernel (interface_a is the kernel's PRP device); see docs/prp.md",
+    )
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
     max_streams: int = Field(

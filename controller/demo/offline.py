@@ -32,6 +32,7 @@ from controller.replay.bay_replay import Action, BayReplay
 from controller.report.bay_report import Timeline, percentiles, report_block
 from controller.shell.journal_clock import anchor as anchor_clock
 from firmware_sim.core import Firmware
+from protocols.files import write_new
 
 Progress = Callable[[float, str], None]
 PROCEDURES = shipped("controller.agent", "procedures")
@@ -94,7 +95,7 @@ def run_demo(
     seconds (0: until interrupted). `real_speed`: play the scenario itself at the wall
     clock's pace with the control socket served throughout (`demo --web`: a page watches
     it happen); `on_serving` is told the socket's path once it listens."""
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     scn = scenario or build()
     files = {
         "scenario": folder / "scenario.pcap",
@@ -185,7 +186,7 @@ def run_demo(
         files=files,
         lgos=bay.hub.lgos(),
     )
-    files["report"].write_text("\n".join(report_lines(result)) + "\n")
+    write_new(files["report"], "\n".join(report_lines(result)) + "\n")
     return result
 
 

@@ -14,10 +14,18 @@ class FrameIn:
     the receive rules' answer here for the subscriber bank.
     """
 
-    __slots__ = ("gate", "hdr", "refused", "side", "values", "verdict")
+    __slots__ = ("foreign", "gate", "hdr", "refused", "side", "values", "verdict")
 
-    def __init__(self, hdr: Facts, side: str, gate: tuple[bool, bool] = (False, False)) -> None:
+    def __init__(
+        self,
+        hdr: Facts,
+        side: str,
+        gate: tuple[bool, bool] = (False, False),
+        foreign: bool = False,
+    ) -> None:
         self.hdr = hdr
+        #: from another source MAC than the one the stream learned (a conflict, judged)
+        self.foreign = foreign
         self.side = side
         #: (controller in simulation mode, subscription switched to its simulated stream)
         self.gate = gate

@@ -50,6 +50,7 @@ ERR_TEXT: dict[str, str] = {
     "simulation": "simulated frame; the controller is not in simulation mode",
     "sim_switch": "real frame; the subscription takes the simulated stream",
     "foreign_source": "a second source for this gocbRef",
+    "conflict": "two sequences or sources on one stream (a forgery, or two publishers)",
 }
 
 

@@ -50,6 +50,7 @@ class GooseHub:
             config.subscriptions,
             simulation=simulation,
             max_streams=config.max_streams,
+            receive=config.receive,
         )
         self.publishers: dict[str, Publisher] = {}
         self.by_gocb: dict[str, Publisher] = {}

@@ -7,8 +7,10 @@ RxConfRevNum, NdsCom) at the moment it is built, so those need no dispatch per f
 
 from __future__ import annotations
 
+from controller.engine.effects import Alarm
 from controller.engine.registry import Registry
 from controller.goose.effects import LgosChanged
+from protocols.ethernet.mac import format_mac
 
 REGISTRY = Registry("goose-lgos")
 
@@ -26,6 +28,14 @@ def refuse(ctx, ev):
 
 @REGISTRY.action
 def learn_source(ctx, ev):
-    """The first source MAC seen for the real (or the simulated) stream is the expected one."""
-    simulated, mac = ev.payload
-    return {"sim_src" if simulated else "src": mac}
+    """The first source MAC seen for the real (or the simulated) stream is the expected one,
+    never silently: whoever spoke first may not be the publisher, so it is an alarm (it
+    stays until the source is configured), and a second source is a conflict, not a
+    lock-out of the first (`subscriber.py`)."""
+    simulated, mac, subscribed = ev.payload
+    learned = {"sim_src" if simulated else "src": mac}
+    if not subscribed:
+        return learned  # observer mode: supervised and shown, never acted on
+    detail = f"learned {format_mac(mac)} (no src configured: configure it to check it)"
+    name = f"goose_source:{ctx['stream']}{'~sim' if simulated else ''}"
+    return [learned, Alarm(name, True, detail)]

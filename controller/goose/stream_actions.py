@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from controller.engine.effects import StartTimer
+from controller.engine.effects import Alarm, Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.goose.classify import (
     QUALITIES,
@@ -26,12 +26,25 @@ def _values(hdr):
     return hdr.decode_all_data()
 
 
+def bounded_tal_ns(ctx, tal_ms: int) -> int:
+    """The TAL a stream is supervised with: the frame's, at most the stream's limit (the
+    subscription's MaxTime x the configured factor, and the absolute cap; 0: none), so a
+    forged TAL of days cannot keep a silent stream alive."""
+    tal_ns = tal_ms * NS_PER_MS
+    limit = ctx["tal_limit_ns"]
+    return limit if limit and tal_ns > limit else tal_ns
+
+
+def conflict_alarm_name(ctx) -> str:
+    return f"goose_conflict:{ctx['stream']}"
+
+
 @REGISTRY.router(outcomes=QUALITIES, name="judge")
 def judge_frame(ctx, ev):
     """Judge the frame once; the verdict rides on the payload to `accept`."""
     frame = ev.payload
     try:
-        frame.verdict, frame.values = judge(ctx, frame.hdr, ev.time_ns, _values)
+        frame.verdict, frame.values = judge(ctx, frame.hdr, ev.time_ns, _values, frame.foreign)
     except GooseError:
         frame.verdict, frame.values = _MALFORMED, None
     return frame.verdict.quality
@@ -49,7 +62,7 @@ def accept(ctx, ev):
     v: Verdict = frame.verdict
     hdr = frame.hdr
     now = ev.time_ns
-    tal_ns = hdr.time_allowed_to_live * NS_PER_MS
+    tal_ns = bounded_tal_ns(ctx, hdr.time_allowed_to_live)
     cls = v.cls
     gate = frame.gate  # (simulation mode, switched to the simulated stream)
     # a flagless real frame of an unswitched subscription passes without looking further
@@ -96,27 +109,97 @@ def accept(ctx, ev):
     if cls == "out_of_order":
         # Follow the publisher's sqNum from here: a device that restarts its sqNum without
         # a new stNum (the GE F650 in iti_GOOSE.pcap) is reported once, not for ever.
-        return [{"sq": hdr.sq_num, **seen}, report]
+        return [{"alt_sq" if v.alt else "sq": hdr.sq_num, **seen}, report]
     if cls not in REARMS_TAL:
         return [seen, report] if seen else report
+    flags = v.flags
+    out: list = [report, StartTimer("tal", tal_ns, "tal_expired")]
+    move = _move_alt if v.alt else _move_main
+    update = move(ctx, v, hdr, now, tal_ns)
+    if refused is not None and "t_ns" in update:
+        # a state the rules refused is followed (stNum) but its `t` is no reference: a
+        # frame that failed the checks must not make the genuine next state look stale
+        del update["t_ns"]
+    if "two_sequences" in flags or "two_sources" in flags:
+        update["conflict"] = True
+        update["alt_by_source"] = "two_sources" in flags
+        why = (
+            "a second source MAC"
+            if "two_sources" in flags
+            else "stNum jumped, then the sequence before the jump continued"
+        )
+        out.append(Raise("conflict", f"{why}: stNum {hdr.st_num} sqNum {hdr.sq_num}"))
+    elif "conflict_cleared" in flags:
+        out.append(Raise("conflict_over", f"one sequence silent past its TAL; stNum {hdr.st_num}"))
+    if seen:
+        update.update(seen)
+    return [update, *out]
+
+
+def _move_main(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:
+    """What a frame of the stream's (main) sequence moves; an advance remembers the state
+    before it, the sequence a second publisher would continue."""
     if v.advances:
-        shape = ctx["shape"] or v.shape  # the first delivered state's shape is the stream's
         update = {
             "st": hdr.st_num,
             "sq": hdr.sq_num,
             "t_ns": hdr.t.to_ns(),
             "data": hdr.all_data,
-            "shape": shape,
+            "shape": ctx["shape"] or v.shape,  # the first delivered state's shape is the stream's
             "rx_ns": now,
             "tal_ns": tal_ns,
             "alive": True,
             "conf_rev": ctx["conf_rev"] if ctx["conf_rev"] is not None else hdr.conf_rev,
+            "prev_st": ctx["st"],
+            "prev_sq": ctx["sq"],
+            "prev_t_ns": ctx["t_ns"],
+            "jump_ns": now,
         }
     else:
         update = {"sq": hdr.sq_num, "rx_ns": now, "tal_ns": tal_ns}
-    if seen:
-        update.update(seen)
-    return [update, report, StartTimer("tal", tal_ns, "tal_expired")]
+    if "conflict_cleared" in v.flags:
+        update.update(NO_CONFLICT)
+    return update
+
+
+def _move_alt(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:
+    """What a frame of the other sequence of a conflict moves; when the stream's own
+    sequence has gone silent past its TAL, this one becomes the stream's."""
+    opening = not ctx["conflict"]
+    t_ns = hdr.t.to_ns() if v.advances else ctx["prev_t_ns" if opening else "alt_t_ns"]
+    if "conflict_cleared" in v.flags:
+        update = {"st": hdr.st_num, "sq": hdr.sq_num, "t_ns": t_ns, "rx_ns": now,
+                  "tal_ns": tal_ns, "alive": True, "prev_st": None, **NO_CONFLICT}  # fmt: skip
+    else:
+        update = {"alt_st": hdr.st_num, "alt_sq": hdr.sq_num, "alt_t_ns": t_ns,
+                  "alt_rx_ns": now, "alt_tal_ns": tal_ns}  # fmt: skip
+    if v.advances:
+        update["data"] = hdr.all_data
+        update["shape"] = ctx["shape"] or v.shape
+    return update
+
+
+#: a stream's memory of a conflict, cleared
+NO_CONFLICT = {
+    "conflict": False,
+    "alt_by_source": False,
+    "alt_st": None,
+    "alt_sq": None,
+    "alt_t_ns": 0,
+    "alt_rx_ns": 0,
+    "alt_tal_ns": 0,
+}
+
+
+@REGISTRY.action
+def conflict_alarm(ctx, ev) -> Alarm:
+    """Two sequences (or two sources) on one stream: an operator must know, at once."""
+    return Alarm(conflict_alarm_name(ctx), True, ev.payload)
+
+
+@REGISTRY.action
+def conflict_over(ctx, ev) -> Alarm:
+    return Alarm(conflict_alarm_name(ctx), False, ev.payload)
 
 
 @REGISTRY.action
@@ -131,12 +214,17 @@ def fold_repeats(ctx, ev):
 
 @REGISTRY.action
 def mark_lost(ctx, ev):
-    return {"alive": False, "gate_ok": False, "gate_err": "lost"}
+    lost = {"alive": False, "gate_ok": False, "gate_err": "lost"}
+    if ctx["conflict"]:
+        return [lost | NO_CONFLICT, Alarm(conflict_alarm_name(ctx), False, "stream lost")]
+    return lost
 
 
 @REGISTRY.action
 def rearm_tal(ctx, ev):
-    return StartTimer("tal", ev.payload.hdr.time_allowed_to_live * NS_PER_MS, "tal_expired")
+    return StartTimer(
+        "tal", bounded_tal_ns(ctx, ev.payload.hdr.time_allowed_to_live), "tal_expired"
+    )
 
 
 @REGISTRY.action(factory=True)

@@ -23,8 +23,13 @@ Receive rules (`gate.py`): a subscription has an LGOS machine (tables/lgos.yaml)
 whether its values may act. Its simulated frames (`simulation` or the S-bit) run on a second
 stream machine with its own sequence numbers, so a test set's stream never disturbs the real
 one; which of the two acts is the Ed2 simulation switch. A frame from another source MAC
-than the expected one (configured, else the first seen) is a `foreign_source` anomaly: it
-is counted and shown, and never reaches a stream machine.
+than a configured one is a `foreign_source` anomaly: it is counted and shown, and never
+reaches a stream machine. Without a configured source the first one seen is learned with
+an alarm, and a frame from a second source is judged as a sequence of its own: a conflict
+(alarm, LGOS ErrSt `conflict`), never a lock-out of the first.
+
+Floods: with subscriptions, a frame whose gocbRef TLV (read at fixed offsets, `stream_key`)
+is no subscription's is counted `unmatched` before any parse.
 """
 
 from __future__ import annotations
@@ -33,9 +38,10 @@ from collections import Counter, OrderedDict
 from functools import cache
 from typing import Any
 
-from controller.config.goose import SubscriptionCfg
+from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
+from controller.goose.classify import REARMS_TAL
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
 from controller.goose.frames import FrameIn
@@ -86,6 +92,7 @@ class Stream:
         "sim",
         "sq",
         "sub",
+        "tal_limit_ns",
         "vlan_sides",
     )
 
@@ -108,8 +115,10 @@ class Stream:
         self.sim: Stream | None = None
         self.lgos: Any = parent.lgos if parent is not None else None
         self.ab = sub.ab if sub is not None and parent is None else None
+        #: the longest TAL supervised (0: the frame's own), set when the stream opens
+        self.tal_limit_ns = 0
         self.counts: Counter[str] = Counter()
-        self.recent: OrderedDict[tuple[int, int], str] = OrderedDict()
+        self.recent: OrderedDict[tuple[int, int, bool], str] = OrderedDict()
         self.side_ids: dict[str, str] = {}
         self.vlan_sides: dict[int, str] = {}
         self.memory: Memory | None = None
@@ -140,13 +149,27 @@ class SubscriberBank:
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
         max_streams: int = 10_000,
+        receive: ReceiveCfg | None = None,
     ) -> None:
         self.runner = runner
+        self.receive = receive or ReceiveCfg()
+        #: the A/B merge of a stream not configured for it (None: one network); set when
+        #: the shell receives on two networks, so the second copy of a frame is a duplicate
+        self.default_ab: ABCfg | None = None
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
         #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
         self.simulation = simulation
         self.observer = not self.subs
+        #: the gocbRef TLVs of the subscriptions as `stream_key` cuts them, to drop a
+        #: frame of no subscription before any parse (None: observer mode, or a gocbRef
+        #: long enough for a long-form BER length, which `stream_key` does not cut)
+        self.wanted: frozenset[bytes] | None = None
+        if self.subs and all(len(s.gocb_ref.encode()) < 0x80 for s in self.subs.values()):
+            self.wanted = frozenset(
+                b"\x80" + bytes((len(r),)) + r
+                for r in (s.gocb_ref.encode() for s in self.subs.values())
+            )
         self.streams: dict[tuple[bytes, int, str], Stream] = {}
         self.by_id: dict[str, Stream] = {}
         #: stream_key bytes -> stream, for the retransmission fast path
@@ -165,7 +188,30 @@ class SubscriberBank:
         #: judged by its stream machine: the reference the fast path is tested against
         self.fast_path = True
 
+    def merge_sides(self) -> None:
+        """Frames arrive on two networks (`listen --iface-b`, `run` with interface B): every
+        stream not configured for A/B is merged as `ab: {mode: merge}`, so the second copy
+        of each frame is a duplicate whatever order the two sockets' batches come in. On
+        one stream machine alone, A's n and n+1 before B's n made B's n `out_of_order`,
+        the machine followed it, and B's n+1 was a second `retransmission`."""
+        self.default_ab = ABCfg()
+
     # -- frames -------------------------------------------------------------------------
+
+    def rejects(self, buf: bytes) -> bool:
+        """A frame of no subscription, by its gocbRef TLV at fixed offsets (no parse):
+        counted `unmatched`, and the shell drops it before anything else is done for it
+        (no report, no dispatch), so a flood of other streams on the subscribed address
+        costs this lookup a frame. False in observer mode and for a frame cut short (the
+        full path says what is wrong with it)."""
+        wanted = self.wanted
+        if wanted is None:
+            return False
+        key = stream_key(buf)
+        if key in wanted or not _whole_tlv(key):
+            return False
+        self.unmatched += 1
+        return True
 
     def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None):
         """Judge one frame from network `side` ("A" or "B").
@@ -177,6 +223,13 @@ class SubscriberBank:
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
         preferred mode: supervised, not delivered)."""
         key = stream_key(buf)
+        if self.wanted is not None and key not in self.wanted:
+            if not _whole_tlv(key):
+                self.malformed += 1  # cut short before its gocbRef ends
+                self.last_error = "truncated before the end of gocbRef"
+                return None, None, "malformed"
+            self.unmatched += 1  # a flood of other streams costs this, never a parse
+            return None, None, "unmatched"
         stream = self.fast.get(key) if key is not None else None
         rep = None
         if stream is not None:
@@ -195,6 +248,7 @@ class SubscriberBank:
                     report = self.repeat(stream, rep[0], rep[1], side, now_ns)
                     if report is not None:
                         return stream, report, "repeat"
+        foreign = False
         if rep is not None:
             # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
             assert stream is not None and mem is not None  # a repeat is of a known stream
@@ -223,11 +277,18 @@ class SubscriberBank:
                 stream = stream.sim or self._open_sim(stream, now_ns)
             expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
             if expected is None:
-                self.runner.feed(stream.lgos.id, "source", now_ns, (stream.is_sim, full.src))
+                # a subscription learns it with an alarm (observer mode acts on nothing)
+                learned = (stream.is_sim, full.src, stream.sub is not None)
+                self.runner.feed(stream.lgos.id, "source", now_ns, learned)
             elif full.src != expected:
-                stream.counts["foreign_source"] += 1
-                return stream, full, "foreign_source"
-            if key is not None:
+                if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
+                    stream.counts["foreign_source"] += 1
+                    return stream, full, "foreign_source"
+                # learned, not configured: the second source is judged as a sequence of
+                # its own (a conflict); its frames never become the fast path's memory
+                stream.counts["second_source"] += 1
+                foreign = True
+            if key is not None and not foreign:
                 stream.memory = Memory(buf, full, tag)
                 root = stream.parent or stream
                 self.fast[key] = root
@@ -239,20 +300,20 @@ class SubscriberBank:
             side = stream.vlan_sides.get(vlan.id, side)
         lgos = stream.lgos
         lctx = lgos.ctx
-        frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]))
+        frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]), foreign)
         runner = self.runner
+        pair = None
         if stream.side_ids:
-            runner.feed(stream.side_ids[side], "frame", now_ns, frame)
-            pair = (hdr.st_num, hdr.sq_num)
-            recent = stream.recent
-            if pair in recent:
+            # a second source's frames are a sequence of their own: never the genuine's copy
+            pair = (hdr.st_num, hdr.sq_num, foreign)
+            if pair in stream.recent:
+                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 stream.counts[f"ab_duplicate_{side}"] += 1
                 return stream, hdr, "duplicate"
-            recent[pair] = side
-            if len(recent) > AB_WINDOW:
-                recent.popitem(last=False)
             sel = stream.side_ids.get("selector")
             if sel is not None and _active_side(runner, sel) != side:
+                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
+                _remember(stream, pair, side)
                 stream.counts[f"standby_{side}"] += 1
                 return stream, hdr, "duplicate"
         fold = stream.fold
@@ -268,6 +329,11 @@ class SubscriberBank:
             if type(e) is FrameClassified:
                 stream.counts[e.cls] += 1
                 report = e
+        if pair is not None and report is not None and report.cls in REARMS_TAL:
+            # only a frame its stream took marks its copy on the other network a duplicate
+            # and keeps its side alive: a replayed or stale one must do neither
+            _remember(stream, pair, side)
+            runner.feed(stream.side_ids[side], "frame", now_ns, frame)
         refused = frame.refused
         if refused is not None:
             stream.counts[f"refused_{refused}"] += 1
@@ -280,10 +346,14 @@ class SubscriberBank:
         else:
             active = not lctx["sim"]
         if active:
+            sctx = stream.machine.ctx
             if refused is not None:
                 if lgos.state != "invalid" or lctx["err"] != refused:
                     runner.feed(lgos.id, refused, now_ns)
-            elif lgos.state != "valid" and runner.machines[stream.id].ctx["gate_ok"]:
+            elif sctx["conflict"]:
+                if lctx["err"] != "conflict":
+                    runner.feed(lgos.id, "conflict", now_ns)
+            elif lgos.state != "valid" and sctx["gate_ok"]:
                 runner.feed(lgos.id, "ok", now_ns)
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
@@ -332,6 +402,8 @@ class SubscriberBank:
         if stream.machine.state != "valid" or lgos.state != "valid" or lgos.ctx["sim"]:
             return None
         tal_ns = tal_ms * 1_000_000
+        if stream.tal_limit_ns and tal_ns > stream.tal_limit_ns:
+            return None  # a TAL beyond the bound: the judge bounds it and flags it
         deadline = now_ns + tal_ns
         fold = (sq, now_ns, tal_ns)
         if not timers.move(stream.id, "tal", deadline, fold):
@@ -358,6 +430,9 @@ class SubscriberBank:
         label = sub.label if sub is not None else hdr.gocb_ref
         sid = f"{label}@{hdr.appid:04x}/{format_mac(hdr.dst)}"
         stream = Stream(sid, label, hdr.gocb_ref, hdr.appid, sub)
+        if stream.ab is None and self.default_ab is not None:
+            stream.ab = self.default_ab
+        stream.tal_limit_ns = self._tal_limit_ns(sub)
         lgos = self.tables["lgos"].new(
             f"lgos:{sid}",
             stream=sid,
@@ -366,7 +441,11 @@ class SubscriberBank:
         )
         self.runner.start(lgos, now_ns)
         stream.lgos = lgos
-        ctx: dict[str, Any] = {"stream": sid}
+        ctx: dict[str, Any] = {
+            "stream": sid,
+            "tal_limit_ns": stream.tal_limit_ns,
+            "skew_ns": int(self.receive.t_skew_ms * 1_000_000),
+        }
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
@@ -376,7 +455,10 @@ class SubscriberBank:
             for side in ("A", "B"):
                 mid = f"{sid}#{side}"
                 stream.side_ids[side] = mid
-                self.runner.start(self.tables["side"].new(mid, stream=sid, side=side), now_ns)
+                m = self.tables["side"].new(
+                    mid, stream=sid, side=side, tal_limit_ns=stream.tal_limit_ns
+                )
+                self.runner.start(m, now_ns)
             if stream.ab.mode == "preferred":
                 mid = f"{sid}#selector"
                 stream.side_ids["selector"] = mid
@@ -389,6 +471,15 @@ class SubscriberBank:
         if self.observer:
             self.seen[sid] = key
         return stream
+
+    def _tal_limit_ns(self, sub: SubscriptionCfg | None) -> int:
+        """The longest TAL a stream of `sub` is supervised with: the configured factor x its
+        MaxTime (configured or from the SCL), never beyond the absolute cap."""
+        rx = self.receive
+        limit = rx.tal_cap_ms * 1_000_000
+        if sub is not None and sub.max_time_ms is not None:
+            limit = min(limit, int(rx.tal_factor * sub.max_time_ms * 1_000_000))
+        return limit
 
     def _evict_idlest(self) -> None:
         sid, key = self.seen.popitem(last=False)
@@ -421,7 +512,10 @@ class SubscriberBank:
             simulated=True,
             expect_conf_rev=rev,
             expect_shape=real["expect_shape"],
+            tal_limit_ns=real["tal_limit_ns"],
+            skew_ns=real["skew_ns"],
         )
+        sim.tal_limit_ns = parent.tal_limit_ns
         sim.machine = m
         self.runner.start(m, now_ns)
         parent.sim = sim
@@ -616,6 +710,19 @@ def _repeat_report(stream_id: str, st_num: int | None) -> dict[str, Any]:
         "previous": None,
         "refused": None,
     }
+
+
+def _whole_tlv(key: bytes | None) -> bool:
+    """`stream_key` found a whole short-form TLV (not a frame cut short inside it)."""
+    return key is not None and len(key) >= 2 and len(key) == 2 + key[1]
+
+
+def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
+    """An A/B stream's (stNum, sqNum) taken from `side`: its other copy is a duplicate."""
+    recent = stream.recent
+    recent[pair] = side
+    if len(recent) > AB_WINDOW:
+        recent.popitem(last=False)
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:

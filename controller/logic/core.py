@@ -37,7 +37,15 @@ from controller.logic.effects import (
     InputChanged,
     PublishTopic,
 )
-from controller.logic.mapping import NO_DATA, Inputs, Rule, publication_values, reason_of
+from controller.logic.mapping import (
+    CONFLICT,
+    CONFLICT_DELIVERS,
+    NO_DATA,
+    Inputs,
+    Rule,
+    publication_values,
+    reason_of,
+)
 from controller.logic.mode_actions import MODE_OF, STATE_OF, TEST_STATES, WITHHOLDING
 from protocols.goose import Dbpos, Vlan
 
@@ -372,8 +380,12 @@ class BayController:
                 rules = self.inputs.rules_for(e.stream)
                 if rules:
                     test = self.mode.state in TEST_STATES
+                    conflict = CONFLICT in e.flags
                     for rule in rules:
-                        self._input(rule, *rule.read(e.values, test), now_ns, queue)
+                        if conflict and not CONFLICT_DELIVERS[rule.event]:
+                            self._input(rule, False, CONFLICT, now_ns, queue)
+                        else:
+                            self._input(rule, *rule.read(e.values, test), now_ns, queue)
         elif t is InputChanged:
             self.reports.append(e)
             for ev, payload in self.inputs.bay_events(e):
@@ -383,8 +395,11 @@ class BayController:
             # the subscription as it is now (a view may be overtaken by the next one)
             lgos = self.hub.bank.by_id[e.stream].lgos
             if not e.st and lgos.state != "valid":
-                reason = reason_of(lgos.ctx["err"])
+                err = lgos.ctx["err"]
+                reason = reason_of(err)
                 for rule in self.inputs.rules_for(e.stream):
+                    if err == CONFLICT and CONFLICT_DELIVERS[rule.event]:
+                        continue  # it keeps its value and takes either sequence's next
                     self._input(rule, False, reason, now_ns, queue)
         elif t is StreamState:
             self.reports.append(e)

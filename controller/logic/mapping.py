@@ -36,6 +36,17 @@ TEST_OCTET, TEST_MASK = 1, 0x10
 QUALITY_BITS = 13
 #: an interlock's state before the first valid value of its input
 NO_DATA = "no data"
+#: input event -> does it take values from a stream in conflict (two sequences or sources
+#: on it: a forgery, or two publishers)? A protection trip does, from either sequence: a
+#: forged frame must not suppress a genuine trip (the alarm says a trip may be forged);
+#: a close request and an interlock go to their fail-safe value (blocked): a permissive
+#: is never taken from a stream that cannot be told from a forgery.
+CONFLICT_DELIVERS: dict[str, bool] = {
+    "protection_trip": True,
+    "close_request": False,
+    "interlock": False,
+}
+CONFLICT = "conflict"
 
 
 def member_value(values: tuple[Data, ...], index: int, path: Sequence[int]) -> Any:

@@ -4,8 +4,10 @@ Frames carry the `goosectl decode --json` keys plus `class`, `flags`, `stream_st
 when the receive rules stopped its values, `refused` (the rule); stream changes are
 ``{"event": "stream", "gocbRef", "appid", "side", "state"}``; a subscription's LGOS view,
 whenever it changes, is ``{"event": "lgos", "stream", "gocbRef", "appid", "St", "SimSt",
-"LastStNum", "ConfRevNum", "RxConfRevNum", "ErrSt", "NdsCom", "src", "refused"}``. Full
-decoding happens here, for printing, never on the controller's hot path.
+"LastStNum", "ConfRevNum", "RxConfRevNum", "ErrSt", "NdsCom", "src", "refused"}``; an alarm
+of the receive rules (two sequences or sources on a stream, a learned source) is
+``{"event": "alarm", "name", "active", "detail"}``, in the text ``!! alarm NAME raised: ...``.
+Full decoding happens here, for printing, never on the controller's hot path.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import sys
 from typing import Any, TextIO
 
 from controller.display import printable
-from controller.engine.effects import Notify
+from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
@@ -113,6 +115,15 @@ class Reporter:
                     continue
                 obj = {"event": "lgos", **e.as_json()}
                 self._emit(obj, lambda v=e: lgos_text(v))
+            elif type(e) is Alarm:
+                obj = {"event": "alarm", "name": e.name, "active": e.active, "detail": e.detail}
+                self._emit(
+                    obj,
+                    lambda o=obj: (
+                        f"!! alarm {o['name']} {'raised' if o['active'] else 'cleared'}"
+                        + (f": {o['detail']}" if o["detail"] else "")
+                    ),
+                )
             elif type(e) is Notify and e.topic == "error":
                 obj = {"event": "error", "detail": e.data}
                 self._emit(obj, lambda o=obj: f"!! {o['detail']}")

@@ -10,6 +10,8 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape
 
+from protocols.files import write_new
+
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 W, H, LEFT, BOTTOM, TOP = 900, 420, 70, 60, 30
 
@@ -23,7 +25,7 @@ def write_svg(
     path: Path, series: dict[str, list[int]], title: str, limit_us: float = 4000.0
 ) -> Path:
     """`series` maps a label to latencies in ns."""
-    path.write_text(render_svg(series, title, limit_us))
+    write_new(path, render_svg(series, title, limit_us))
     return path
 
 

@@ -133,6 +133,8 @@ class LiveGoose:
         promisc = hub.bank.observer if promiscuous is None else promiscuous
         # no interface: the loop still serves timers, the serial port and the control socket
         self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
+        if len(self.ifaces) == 2:
+            hub.bank.merge_sides()  # each frame's second copy is a duplicate, always
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():
@@ -192,6 +194,9 @@ class LiveGoose:
         #: timers, status, the control socket's deadlines): never per frame, so a batch's
         #: second frame (a trip behind a retransmission) does not wait for a serial poll
         self.on_round: list[Callable[[int], None]] = []
+        #: the native PRP LRE (`controller.shell.prp_live`): trailers off before the hub,
+        #: duplicates dropped, trailers on per side when sending; None without PRP
+        self.prp: Any = None
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
         """Another input (stdin for `publish`, a control socket) served by the same loop."""
@@ -232,7 +237,7 @@ class LiveGoose:
     def _send(self, sock: RawSocket, e: SendFrame) -> bool:
         """One frame on one side; False when the kernel refused it for now (held)."""
         try:
-            sock.send(e.data)
+            sock.send(e.data if self.prp is None else self.prp.outgoing(e, sock))
         except TxQueueFullError:
             self.tx_refused += 1
             return False
@@ -358,6 +363,7 @@ class LiveGoose:
                 on_effects(out)
         next_poll = clock() + LINK_POLL_NS
         number = 0
+        rejects = hub.bank.rejects
         # the codec's Vlan for each tag seen (frozen: shared), not one object per frame
         vlans: dict[Any, Vlan] = {}
 
@@ -405,14 +411,22 @@ class LiveGoose:
                     continue
                 # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
                 offset = time.time_ns() - clock()
+                prp = self.prp
                 for rx in batch:
+                    if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
+                        self.frames += 1
+                        number += 1
+                        continue
                     t_in = clock()
+                    buf = rx.frame if prp is None else prp.receive(rx.frame, side, t_in)
+                    if buf is None:
+                        continue  # a PRP duplicate, counted by the LRE
                     tag = rx.vlan
                     vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
                     sent_before = self.sent
                     self.t_in = t_in
                     try:
-                        out = hub.frame(rx.frame, side, t_in, vlan)
+                        out = hub.frame(buf, side, t_in, vlan)
                     except Exception as exc:
                         out = self._failed(exc, number + 1)
                     self.t_in = None
@@ -428,7 +442,7 @@ class LiveGoose:
                     self.frames += 1
                     number += 1
                     if on_frame:
-                        on_frame(number, rx.ts_ns or time.time_ns(), rx.frame, vlan, out)
+                        on_frame(number, rx.ts_ns or time.time_ns(), buf, vlan, out)
                 if sock.drops_pending:  # the ring flagged a drop: report it now
                     drops = self.poll_drops()
                     if drops and on_effects:

@@ -172,6 +172,8 @@ class Status:
             "tx_refused": live.tx_refused,
             "last_us": round(lat / 1000) if lat else 0,
             "counts": dict(self.counts),
+            # the PRP LRE's MIB counters (`--prp native`)
+            **({"prp": live.prp.lre.counters()} if live.prp is not None else {}),
         }
 
     def line(self, f: dict[str, Any] | None = None) -> str:

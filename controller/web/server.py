@@ -97,7 +97,7 @@ class Actions:
             if key in self.done:
                 return {**self.done[key], "repeat": True}
             reply = self.controller.ask(
-                {"op": action, "session": sid, "step": step, "by": who.label()}
+                {"op": action, "session": sid, "step": step, "via": who.label()}
             )
             if not reply.get("unreachable"):
                 self.done[key] = reply

@@ -4,7 +4,7 @@ Why a ring: a plain packet socket queues frames in its receive buffer (rmem, ~20
 default, charged with the skb's whole truesize, so a few hundred frames) and hands them
 out one `recvmsg` at a time. A GOOSE burst at line rate fills that in about a millisecond
 and the kernel drops the rest, counted only in PACKET_STATISTICS, which nobody read: the
-"177 of 451 frames, no drop reported" of issue 14. A ring is memory shared with the kernel,
+"177 of 451 frames, no drop reported". A ring is memory shared with the kernel,
 sized by us (default: a burst of 10,000 frames of 1,518 bytes), read with no system call
 per frame.
 

@@ -132,10 +132,12 @@ def lock_holder(path: str | os.PathLike[str]) -> int | None:
     except OSError:
         return None
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    found: dict[str, int] = {}
     for line in table.splitlines():
         fields = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (blocked waiters have "->")
         if len(fields) >= 6 and "->" not in fields and fields[5] == want:
             with contextlib.suppress(ValueError):
-                return int(fields[4])
-    return None
+                found.setdefault(fields[1], int(fields[4]))
+    # a flock first: an SQLite file's POSIX locks may be held by a mere reader
+    return found.get("FLOCK", next(iter(found.values()), None))

@@ -1,6 +1,6 @@
 """The tool registry: procedures are checked against the tools' argument models on load
 (file, line, step, field), and a new tool is declared and implemented without touching
-the procedure loader, the session table or the tool runner (issue 16)."""
+the procedure loader, the session table or the tool runner."""
 
 from __future__ import annotations
 

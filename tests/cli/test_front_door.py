@@ -2,8 +2,8 @@
 environment, CI runs the test command exactly as written, and the extras it names exist.
 
 (That the commands work on a plain clone is checked by hand before a release: a clone
-without the sibling `shared` folder, the two commands pasted as they are; see the issue 15
-report. This test keeps the text and CI from drifting apart in the meantime.)
+without the sibling `shared` folder, the two commands pasted as they are; see the front door's
+release check. This test keeps the text and CI from drifting apart in the meantime.)
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ def test_the_two_commands_create_and_use_a_venv() -> None:
     assert tests == venv + "pip install -e '.[test]' && python3 -m pytest"
 
 
-def test_ci_runs_the_readme_s_test_command_as_written() -> None:
-    _, tests = setup_commands()
+def test_ci_runs_the_readme_s_two_commands_as_written() -> None:
+    demo, tests = setup_commands()
     assert re.search(rf"^{re.escape(tests)}$", CI, re.M)
+    assert re.search(rf"^{re.escape(demo)}( >/dev/null)?$", CI, re.M)
     assert "python3-venv" in CI  # Debian's venv module is a package of its own
 
 

@@ -1,4 +1,4 @@
-"""Diagnostics through `logging` (issue 16): -v/-q/--debug on every command, --log-json on
+"""Diagnostics through `logging`: -v/-q/--debug on every command, --log-json on
 `run`; stdout (what the command is for) never changes with them, and a disabled level
 formats nothing.
 

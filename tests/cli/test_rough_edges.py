@@ -1,4 +1,4 @@
-"""The small things that told a user the tool was not finished (issue 15), each checked as
+"""The small things that told a user the tool was not finished, each checked as
 the user meets it: the render format, effects in `table run`, a filter that matches
 nothing, a notice's text, the demo's latency note, and UTC in the journal."""
 

@@ -1,4 +1,4 @@
-"""Issue 12, rows 1-4: what a hostile or careless control client used to do to `goosectl run`,
+"""What a hostile or careless control client used to do to `goosectl run`,
 done again to a real controller (separate processes, a real pty, a real Unix socket).
 
 Each test reproduces the input of its row and asserts what a user notices: the reply, the

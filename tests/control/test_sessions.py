@@ -1,4 +1,4 @@
-"""Issue 12: sessions waiting for a confirmation expire, and only so many may be open.
+"""Sessions waiting for a confirmation expire, and only so many may be open.
 
 On the virtual clock (the service, the bay and the firmware, no wall time) for the rules,
 and once on a real controller for what an operator sees: the refusal, the expiry, the

@@ -1,4 +1,4 @@
-"""A device that misbehaves cannot stop the controller (issue 12, rows 7, 8, 9, 17).
+"""A device that misbehaves cannot stop the controller.
 
 - a device that answers our seq as another command is a protocol error, never an answer;
 - a device that stops reading: writes never block the loop; within the write deadline the

@@ -1,4 +1,4 @@
-"""The one scheduler (issue 16): its ordering rule, and its one runaway guard as each of
+"""The one scheduler: its ordering rule, and its one runaway guard as each of
 its users meets it: a pair of machines that answer each other forever ends in
 `RunawayError` naming both, from the link, the simulated board, the bay, the agent and
 the virtual wire, instead of hanging or overflowing the stack."""

@@ -1,4 +1,4 @@
-"""Issue 11's acceptance, through the command line: the demo's own scenario capture
+"""The acceptance, through the command line: the demo's own scenario capture
 (`goosectl demo` writes it), its protection trip stream rewritten from 5 s on one field at
 a time with the codec, replayed with `goosectl replay FILE --device sim`.
 

@@ -144,20 +144,23 @@ def test_expected_confrev_is_the_configured_one_else_the_first_seen():
     assert (f.lgos.conf_rev, f.lgos.rx_conf_rev) == (8, 7)
 
 
-def test_a_second_source_for_the_gocbref_is_an_anomaly_not_data():
+def test_a_second_source_of_a_learned_gocbref_is_a_conflict_never_a_lockout():
+    """No source configured: the first one seen is learned (with an alarm), and frames from
+    a second one are a sequence of their own, a conflict (a flood from another
+    MAC before the IED made the attacker's MAC the expected one and locked the IED out)."""
     f = Feed(hub())
     f(frame(1, 0))
     foreign = f(frame(7, 0, True, src=OTHER), frame(7, 1, True, src=OTHER))
-    assert [(v.cls, v.refused, v.deliver) for v in foreign] == [
-        ("foreign_source", "foreign_source", False)
-    ] * 2
-    # the genuine stream goes on as if the foreign frames never came
-    assert [(v.cls, v.deliver) for v in f(frame(1, 1), frame(2, 0, True))] == [
-        ("retransmission", False),
-        ("new_state", True),
+    assert [(v.cls, v.flags[:2], v.deliver) for v in foreign] == [
+        ("first", ("two_sources", "conflict"), True),
+        ("retransmission", ("conflict",), False),
     ]
-    assert f.lgos.st and f.lgos.src == "02:00:00:00:00:01"
-    assert dict(f.lgos.refused) == {"foreign_source": 2}
+    # the genuine stream goes on, judged against its own sequence: never refused
+    assert [(v.cls, v.deliver, v.flags[0]) for v in f(frame(1, 1), frame(2, 0, True))] == [
+        ("retransmission", False, "conflict"),
+        ("new_state", True, "conflict"),
+    ]
+    assert not f.lgos.st and f.lgos.err == "conflict" and f.lgos.src == "02:00:00:00:00:01"
 
 
 def test_a_configured_source_is_the_only_one_accepted():

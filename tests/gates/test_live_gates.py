@@ -85,7 +85,7 @@ def ours(st, sq, src, s_bit):
     time.sleep(0.05)
 mine = interface_mac(sock)  # the simulated stream's source, as libiec61850 sent it
 ours(2, 0, mine, True)                              # S-bit, simulation FALSE: refused
-ours(8, 0, bytes.fromhex("020000000bad"), False)    # another MAC: foreign_source
+ours(8, 0, bytes.fromhex("020000000bad"), False)    # another MAC: a conflict
 send(7, 1, False)
 real.close()
 """
@@ -142,7 +142,8 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
         (6, "new_state", "shape"),
         (7, "new_state", None),
         (2, "new_state", "simulation"),  # the S-bit alone marks a simulated frame too
-        (8, "foreign_source", "foreign_source"),
+        # no source configured: a second one is a sequence of its own, a conflict
+        (8, "first", None),
         (7, "retransmission", None),
     ]
     lgos = [(x["St"], x["ErrSt"]) for x in lines if x.get("event") == "lgos"]
@@ -154,6 +155,7 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
         (True, "none"),
         (False, "shape"),
         (True, "none"),
+        (False, "conflict"),  # the second source
         (False, "lost"),  # the publisher stopped: 3 s (its TAL) later
     ]
     last = [x for x in lines if x.get("event") == "lgos"][-1]
@@ -165,7 +167,6 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
         "ndscom": 1,
         "shape": 1,
         "simulation": 2,
-        "foreign_source": 1,
     }
 
 

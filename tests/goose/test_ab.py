@@ -120,3 +120,37 @@ def test_preferred_mode_failover_and_manual_failback():
     sid = next(iter(sub.bank.by_id))
     sub.bank.failback(sid, w.now)
     assert ("A", "active") in states(sub.drain())
+
+
+def test_two_networks_each_second_copy_is_a_duplicate_whatever_the_batch_order():
+    """`listen --iface-b` without A/B configured: the two sockets are
+    read batch by batch, so A's n and n+1 can come before B's n and n+1. On one stream
+    machine B's n was `out_of_order`, the machine followed its sqNum, and B's n+1 was a
+    second `retransmission` (14 times in 6 runs). Receiving on two networks merges."""
+    from .helpers import raw_frame
+
+    seq = [raw_frame(5, k) for k in range(4)]
+    order = [(seq[0], "A"), (seq[0], "B"), (seq[1], "A"), (seq[2], "A"), (seq[1], "B"),
+             (seq[2], "B"), (seq[3], "B"), (seq[3], "A")]  # fmt: skip
+
+    def classes_of(hub: GooseHub) -> list[tuple[int, str, str]]:
+        out = []
+        for i, (buf, side) in enumerate(order):
+            out += hub.frame(buf, side, i * MS)
+        return [(v.sq_num, v.side, v.cls) for v in verdicts(out)]
+
+    one = GooseHub()
+    assert classes_of(one).count((2, "B", "retransmission")) == 1  # the race, on one machine
+    merged = GooseHub()
+    merged.bank.merge_sides()  # what LiveGoose does with two interfaces
+    got = classes_of(merged)
+    assert got == [
+        (0, "A", "first"),
+        (0, "B", "duplicate"),
+        (1, "A", "retransmission"),
+        (2, "A", "retransmission"),
+        (1, "B", "duplicate"),
+        (2, "B", "duplicate"),
+        (3, "B", "retransmission"),
+        (3, "A", "duplicate"),
+    ]

@@ -117,7 +117,8 @@ def test_flags():
     )
     got = [(v.stream.split("@")[0], v.cls, v.flags) for v in verdicts(out)]
     real, sim = GOCB, f"{GOCB}~sim"
-    assert got[1] == (real, "new_state", ("unchanged_data", "stale_time"))
+    # the same `t` on the next state is normal (IEDs stamp `t` coarsely): not stale
+    assert got[1] == (real, "new_state", ("unchanged_data",))
     assert got[2] == (real, "new_state", ("ndscom",))
     # simulated frames (the field, or the S-bit alone) are a stream of their own: a test
     # set's sequence numbers never disturb the real publisher's
@@ -126,7 +127,6 @@ def test_flags():
     assert got[5] == (real, "missed_states", ("shape_mismatch",))
     assert states(out) == [
         ("-", "valid"),
-        ("-", "questionable"),
         ("-", "config_mismatch"),
         ("sim", "simulated"),
         ("sim", "questionable"),
@@ -161,6 +161,30 @@ def test_injected_stream_is_flagged():
     out += hub.frame(genuine[1], "A", 2 * MS)
     out += hub.frame(genuine[2], "A", 3 * MS)
     got = classes(out)
-    assert got[1] == ("missed_states", ("stale_time",))
-    assert got[2][0] == "replay" and got[3][0] == "replay"
+    # its `t` is older than the stream's: a replay, neither delivered nor remembered, so
+    # the genuine publisher's frames go on as before
+    assert got[1] == ("stale", ("stale_time",))
+    assert got[2][0] == "retransmission" and got[3][0] == "retransmission"
     assert ("-", "questionable") in states(out)
+
+
+def test_a_jump_then_the_old_sequence_is_a_conflict_at_its_first_frame():
+    """A forged stNum jump with a current `t`, then the genuine publisher goes on: the first
+    genuine frame after the jump shows two sequences; from then on each frame is judged
+    against the sequence it continues, so the genuine new state is delivered."""
+    hub = subscriber()
+    out = hub.frame(raw_frame(20, 0, t_s=1_000), "A", 0)
+    out += hub.frame(raw_frame(1020, 0, t_s=1_000, values=(False, False)), "A", 1 * MS)
+    out += hub.frame(raw_frame(20, 1, t_s=1_000), "A", 10 * MS)
+    out += hub.frame(raw_frame(21, 0, t_s=1_001, values=(True, True)), "A", 20 * MS)
+    out += hub.frame(raw_frame(1020, 1, t_s=1_000, values=(False, False)), "A", 30 * MS)
+    got = classes(out)
+    assert got[1] == ("missed_states", ("unchanged_data",))
+    assert got[2] == ("retransmission", ("two_sequences", "conflict"))
+    assert got[3] == ("new_state", ("conflict",))
+    assert got[4] == ("retransmission", ("conflict",))
+    assert [v.deliver for v in verdicts(out)] == [True, True, False, True, False]
+    alarms = [e for e in out if type(e).__name__ == "Alarm"]
+    assert [a.active for a in alarms if a.name.startswith("goose_conflict:")] == [True]
+    (view,) = hub.lgos()
+    assert view.err == "conflict" and not view.st

@@ -1,4 +1,4 @@
-"""The publisher's rate limit (issue 12 row 14, GOOSE side): at most `max_changes` new
+"""The publisher's rate limit (GOOSE side): at most `max_changes` new
 states within any `change_window_ms`; a change beyond it is held back (the latest wins)
 and published when a slot frees, so the last state always reaches the wire; the first
 crossing is one alarm and one journal row, the all-clear another."""

@@ -1,4 +1,4 @@
-"""Issue 12 row 13: `listen` in observer mode fed 185,000 new streams grew from 78 to 665
+"""`listen` in observer mode fed 185,000 new streams grew from 78 to 665
 MB. The stream table is capped (goose.max_streams): a new stream evicts the one idle
 longest, every eviction is counted, and a stream that keeps sending is never evicted."""
 

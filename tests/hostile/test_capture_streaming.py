@@ -1,4 +1,4 @@
-"""Issue 12 row 20: a large capture was read whole into memory before the first frame.
+"""A large capture was read whole into memory before the first frame.
 The pcap and pcapng readers now stream records from the file; `decode` and `replay`
 consume them as they come. Proven two ways: a FIFO whose writer holds the rest of the
 capture back until the reader has shown the first frame (a whole-file read never would),

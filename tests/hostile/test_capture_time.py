@@ -1,4 +1,4 @@
-"""Issue 12 row 16: capture timestamps before 1970 or after 2106, or a clock that jumps.
+"""Capture timestamps before 1970 or after 2106, or a clock that jumps.
 
 Before: a traceback (a UtcTime the publisher could not encode), 1,000,012 frames and
 893 MB published after a 10^6 s step, days of catch-up after a 2^32 s step. Now a jump
@@ -51,6 +51,7 @@ def _replay(tmp_path: Path, capture: Path, *args: str, capsys) -> tuple[int, lis
     config = tmp_path / "pub.yaml"
     config.write_text(PUBLISHER)
     out = tmp_path / "out.pcap"
+    out.unlink(missing_ok=True)  # --out is always a new file (never one written through)
     code = goosectl(["replay", str(capture), "--config", str(config), "--out", str(out), *args])
     lines = capsys.readouterr().out.splitlines()
     return code, lines, sum(1 for _ in read_capture(out))

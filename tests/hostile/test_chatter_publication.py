@@ -1,4 +1,4 @@
-"""Issue 12 row 14, GOOSE side: a device chattering its position every millisecond for
+"""GOOSE side: a device chattering its position every millisecond for
 15 s, through the whole bay (firmware simulator -> device link -> bay -> XCBR Pos
 publisher) on the virtual clock. The row saw 10,731 GOOSE frames in 15 s (155x normal).
 
@@ -11,6 +11,8 @@ the position the device settles in is the last state published."""
 from __future__ import annotations
 
 from pathlib import Path
+
+import pytest
 
 from controller.config.bay import ControllerConfig
 from controller.config.load import load_config
@@ -82,6 +84,7 @@ def _dbpos(sent: list) -> int:
     return last.all_data[0].data[0] >> 6 & 3
 
 
+@pytest.mark.slow  # 15 s of chatter, four times over: the property, not the fast loop
 def test_a_chattering_device_publishes_a_bounded_number_of_frames_and_its_final_position():
     normal, _, _ = _run(_config(), chatter=False)
     # the link's debounce alone (the publisher may publish every change it is told)

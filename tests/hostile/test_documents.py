@@ -1,4 +1,4 @@
-"""Issue 12 row 11: hostile table, config and procedure documents.
+"""Hostile table, config and procedure documents.
 
 A 417-byte YAML anchor bomb once took `goosectl table check` to 11 GB and froze a running
 controller through its hot-reloaded procedures folder, where one bad file disabled all of

@@ -1,4 +1,4 @@
-"""Issue 12 row 19: control characters in a frame's strings. `goosectl decode` printed an
+"""Control characters in a frame's strings. `goosectl decode` printed an
 mMSString raw, so one frame could forge whole output lines (or repaint the terminal with
 ESC sequences). Text outputs now escape them; JSON output was already escaped by json.
 """

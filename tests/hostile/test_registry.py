@@ -1,4 +1,4 @@
-"""Issue 12 row 12: a table's `registry:` imported any module it named, so `table check`
+"""A table's `registry:` imported any module it named, so `table check`
 ran a `.py` lying next to the table (as root). Now a registry comes from an installed
 package, or from a folder the user names with `--registry-path DIR`; anything else is a
 `registry` finding that says where the code is and how to allow it, and is never run.

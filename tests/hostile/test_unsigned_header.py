@@ -1,4 +1,4 @@
-"""Issue 12 row 21: an unsigned header field whose BER content has its top bit set, e.g.
+"""An unsigned header field whose BER content has its top bit set, e.g.
 sqNum ``86 02 ff ff`` as attack tools write it. `decode` printed an error and the
 subscriber classified the frame malformed, while tshark and libiec61850 read 65535 (see
 tests/interop/test_unsigned_header_peers.py). Now it is read unsigned like both peers,

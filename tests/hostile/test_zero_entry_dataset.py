@@ -1,4 +1,4 @@
-"""Issue 12 row 15: a zero-entry data set on a subscribed stream crashed
+"""A zero-entry data set on a subscribed stream crashed
 `replay --device sim`. It is a data-set shape mismatch, refused like any other receive
 rule: the replay runs to the end, no TRIP comes from it, and the refusal is named."""
 

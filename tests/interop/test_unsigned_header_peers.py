@@ -1,4 +1,4 @@
-"""Issue 12 row 21 against the peers: an unsigned header field sent as a negative BER
+"""An unsigned header field sent as a negative BER
 INTEGER (top bit set). libiec61850 reads every one of them unsigned; Wireshark 4.0 reads
 stNum and sqNum unsigned and shows timeAllowedtoLive and confRev as signed INTEGERs (-1,
 -127). Our decoder reads all of them unsigned, so it is compared with tshark where tshark

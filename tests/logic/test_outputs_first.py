@@ -1,4 +1,4 @@
-"""Outputs before bookkeeping (issue 14): the bay tells its shell (`BayController.urgent`)
+"""Outputs before bookkeeping: the bay tells its shell (`BayController.urgent`)
 the moment a TRIP is queued for the device and the moment the trip-acknowledged frame is
 built, while the frame that caused them is still being handled. The live shell writes and
 sends them then; what is left of the input (the trip input storing its new value, the

@@ -1,4 +1,4 @@
-"""What a user installing goosectl gets (issue 16): the wheel carries the package data the
+"""What a user installing goosectl gets: the wheel carries the package data the
 code finds through importlib.resources and a py.typed per top-level package, one version
 everywhere, scapy only as an extra, and examples that are plain files.
 

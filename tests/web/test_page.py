@@ -219,7 +219,7 @@ def test_a_confirm_operates_once_even_on_a_double_click(
     assert executed.get("CLOSE") == 1, executed
     confirms = [r for r in controller.journal("control") if "op='confirm'" in r[4]]
     assert len(confirms) == 1, confirms
-    assert "by='web:alice/OPERATOR'" in confirms[0][4]
+    assert "via='web:alice/OPERATOR'" in confirms[0][4]
 
 
 def test_a_viewer_has_no_button_and_a_forged_post_is_refused(

@@ -359,9 +359,10 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
 # -- loading ---------------------------------------------------------------------------
 
 
-def read_scl(path: Path) -> Scl:
+def read_scl(path: Path, ied: str | None = None) -> Scl:
+    """The SCL file (`ied`: only what that IED needs, `protocols.scl.parse_scl`)."""
     try:
-        return load_scl(path)
+        return load_scl(path, ied)
     except SclError as exc:
         raise SclConfigError(str(exc)) from exc
 
@@ -376,7 +377,7 @@ def validate(model: type[M], data: dict[str, Any], source: str, line_of: LineOf 
 
 def load_scl_config(path: Path, model: type[M], ied: str | None) -> M:
     """An SCL file used directly as `--config` with `--ied NAME`."""
-    scl = read_scl(path)
+    scl = read_scl(path, ied)
     data, _notes = config_data(scl, ied)
     return validate(model, data, f"{path} (IED {pick_ied(scl, ied).name})", None)
 
@@ -399,7 +400,7 @@ def load_overlay(
         if not Path(ref["file"]).is_absolute()
         else Path(ref["file"])
     )
-    scl = read_scl(scl_path)
+    scl = read_scl(scl_path, ied or ref.get("ied"))
     base, _notes = config_data(scl, ied or ref.get("ied"))
     rest = {k: v for k, v in overlay.items() if k != "scl"}
     if "goose" not in model.model_fields and "goose" not in rest:

@@ -1,0 +1,48 @@
+"""The tiers are read from what a test reaches: a test that needs root is never `unit`."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.support.peers import REPO
+
+
+def collected(marker: str, path: str) -> set[str]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            marker,
+            path,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout
+    return {line for line in out.splitlines() if "::" in line}
+
+
+def test_a_namespace_test_is_root_and_not_unit() -> None:
+    root = collected("root", "tests/ethernet/test_rawsock.py")
+    unit = collected("unit", "tests/ethernet/test_rawsock.py")
+    assert root and not root & unit
+
+
+def test_a_pure_test_is_unit() -> None:
+    unit = collected("unit", "tests/engine/test_dispatch.py")
+    everything = collected("", "tests/engine/test_dispatch.py")
+    assert unit and unit == everything
+
+
+def test_a_test_that_starts_a_process_is_not_unit() -> None:
+    unit = collected("unit", "tests/cli/test_errors.py")
+    assert "tests/cli/test_errors.py::test_version" not in unit  # goosectl as a process
+    assert any("test_every_mistake_is_one_line_and_exit_2" in t for t in unit)  # in process
