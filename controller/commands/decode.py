@@ -15,11 +15,14 @@ import sys
 from typing import Any
 
 from controller.cli import CommandError
+from controller.commands._auth_args import add_keys_args, keys_for
 from controller.display import printable
+from controller.goose.auth import judge
 from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
 from protocols.goose import GooseError, decode_all_data, is_goose, parse_header
 from protocols.goose.frame import decode_frame
 from protocols.goose.jsonform import frame_to_json
+from protocols.goose.security import DEFAULT_PROFILE, PROFILES
 
 log = logging.getLogger(__package__)
 
@@ -36,6 +39,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="one JSON object per frame")
     p.add_argument("--appid", type=_appid, help="only this APPID (decimal or 0x hex)")
     p.add_argument("--gocbref", help="only this gocbRef")
+    add_keys_args(p)
     p.set_defaults(func=run)
 
 
@@ -81,8 +85,17 @@ def _table_line(obj: dict[str, Any], t0: float) -> str:
         f"{obj['frame']:>6} {obj['time'] - t0:12.6f} {obj['src']} -> {obj['dst']}{tag} "
         f"GOOSE appid=0x{obj['appid']:04x}{sim} gocbRef={obj['gocbRef']} "
         f"stNum={obj['stNum']} sqNum={obj['sqNum']} TAL={obj['timeAllowedtoLive']} "
-        f"confRev={obj['confRev']} t={obj['t']['iso']} data=[{data}]{note}"
+        f"confRev={obj['confRev']} t={obj['t']['iso']} data=[{data}]{note}{_auth_text(obj)}"
     )
+
+
+def _auth_text(obj: dict[str, Any]) -> str:
+    auth = obj.get("auth")
+    if auth is None:
+        return ""
+    if auth["status"] == "verified":
+        return f" auth=verified(key {auth['key_id']}, {auth['algorithm']})"
+    return f" auth={auth.get('reason', auth['status'])}"
 
 
 def _error_obj(number: int, time: float, exc: GooseError) -> dict[str, Any]:
@@ -103,6 +116,9 @@ def run(args: argparse.Namespace) -> int:
     appids: set[int] = set()
     skipped = 0
     debug = log.isEnabledFor(logging.DEBUG)  # asked once, not per frame
+    # IEC 62351-6: with --keys, each frame's verdict at its capture time (UTC)
+    keys = keys_for(args, None) if args.keys else None
+    profile = PROFILES[args.auth_profile or DEFAULT_PROFILE]
     try:
         for cap in read_capture(args.file):
             if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
@@ -135,6 +151,8 @@ def run(args: argparse.Namespace) -> int:
                 continue
             shown += 1
             obj = frame_to_json(frame, number=cap.number, time=time)
+            if keys is not None:
+                obj["auth"] = judge(cap.data, keys, profile, cap.ts_ns)[0].as_json()
             out.write((json.dumps(obj) if args.json else _table_line(obj, t0)) + "\n")
     except CaptureError as exc:
         out.flush()

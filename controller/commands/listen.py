@@ -19,6 +19,7 @@ from typing import Any
 
 from controller.cli import CommandError
 from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.goose.hub import GooseHub
@@ -29,6 +30,7 @@ from controller.shell.goose_live import (
     RxDrops,
     require_raw_sockets,
 )
+from controller.shell.keys import KeyService
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
 from protocols.goose import Vlan
 
@@ -45,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ied", help="with an SCL --config: the IED to configure")
     add_check_args(p)
+    add_keys_args(p)
     p.add_argument("--appid", type=lambda s: int(s, 0), help="print only this APPID")
     p.add_argument("--gocbref", help="print only this gocbRef")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -99,10 +102,20 @@ def stats_line(live: LiveGoose) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    config = _prp.config_with(load_goose_config(args.config, args.ied), args)
+    config = with_profile(args, _prp.config_with(load_goose_config(args.config, args.ied), args))
+    keys = keys_for(args, config)
     check = wire_check(args.scl, config)
-    hub = GooseHub(config, simulation=args.simulation)
+    hub = GooseHub(
+        config,
+        simulation=args.simulation,
+        keys=keys,
+        auth_default="optional" if keys is not None else "off",
+    )
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
+    key_service = KeyService(hub, args.keys or config.keys)
+    key_service.start()
+    live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
     reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     prp = _prp.start(live, config, reporter)
     if prp is not None:

@@ -14,11 +14,13 @@ from pydantic import ValidationError
 
 from controller.cli import CommandError
 from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.listen import open_live
 from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.report.goose_report import Reporter
+from controller.shell.keys import KeyService
 from protocols.goose import GooseError, all_data_from_json, data_shape
 
 log = logging.getLogger(__package__)
@@ -32,6 +34,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--iface", required=True)
     p.add_argument("--iface-b")
+    add_keys_args(p)
+    p.add_argument(
+        "--key-id",
+        type=int,
+        help="sign every frame (IEC 62351-6) with this key of --keys (or its chain's successor)",
+    )
     p.add_argument(
         "--config",
         help="take the publisher from a config (YAML/TOML, or SCL with --ied) instead of the "
@@ -142,11 +150,17 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
-    config = _prp.config_with(GooseConfig(publishers=[cfg]), args)
-    hub = GooseHub(config)
+    if args.key_id is not None:
+        cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
+    goose = with_profile(args, _prp.config_with(GooseConfig(publishers=[cfg]), args))
+    keys = keys_for(args, goose)
+    hub = GooseHub(goose, keys=keys)
     live = open_live(hub, args.iface, args.iface_b)
+    key_service = KeyService(hub, args.keys)
+    key_service.start()
+    live.on_round.append(key_service.tick)
     reporter = Reporter(hub, args.json, sys.stdout)
-    prp = _prp.start(live, config)
+    prp = _prp.start(live, goose)
     stdin_open = [True]
     buf = bytearray()
 

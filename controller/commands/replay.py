@@ -9,6 +9,7 @@ from pathlib import Path
 
 from controller.cli import CommandError, add_log_args
 from controller.commands import _prp, _replay_wire
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -42,6 +43,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ied", help="with an SCL --config: the IED to configure")
     add_check_args(p)
+    add_keys_args(p)
     p.add_argument("--out", type=Path, help="write frames the publishers send to this pcap")
     p.add_argument("--journal", type=Path, help="SQLite journal of every transition")
     pace = p.add_mutually_exclusive_group()
@@ -105,7 +107,8 @@ def run(args: argparse.Namespace) -> int:
         return _replay_wire.run(args)
     if args.device:
         return run_controller(args)
-    config = load_goose_config(args.config, args.ied)
+    config = with_profile(args, load_goose_config(args.config, args.ied))
+    keys = keys_for(args, config)
     check = wire_check(args.scl, config)
     if args.speed is not None and args.speed <= 0:
         raise CommandError("--speed must be > 0")
@@ -114,7 +117,13 @@ def run(args: argparse.Namespace) -> int:
     max_gap = _max_gap(args)
     journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
-    hub = GooseHub(config, journal, simulation=args.simulation)
+    hub = GooseHub(
+        config,
+        journal,
+        simulation=args.simulation,
+        keys=keys,
+        auth_default="optional" if keys is not None else "off",
+    )
     reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
     clock = CaptureClock(max_gap, reporter.time_jump)
 
@@ -157,6 +166,8 @@ def run_controller(args: argparse.Namespace) -> int:
         cfg = load_config(path, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    keys = keys_for(args, cfg.goose)
     jumps: list[TimeJump] = []
     clock = CaptureClock(_max_gap(args), jumps.append)
     # streamed: the first frame gives the start time, the rest is read as the run goes
@@ -171,7 +182,7 @@ def run_controller(args: argparse.Namespace) -> int:
     t0 = first[1]
     journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
-    bay = BayController(cfg, t0, journal)
+    bay = BayController(cfg, t0, journal, keys)
     if args.mode:
         bay.set_mode(args.mode, t0, "command line")
     if args.simulation:

@@ -15,6 +15,7 @@ from pathlib import Path
 from controller import logs
 from controller.cli import CommandError, add_log_args
 from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
@@ -23,6 +24,7 @@ from controller.engine.resources import shipped
 from controller.report.bay_report import percentiles
 from controller.shell.goose_live import require_raw_sockets
 from controller.shell.journal_writer import LiveJournals, Retention
+from controller.shell.keys import KeyService
 from controller.shell.output_pump import LinePump
 
 PROCEDURES = shipped("controller.agent", "procedures")
@@ -44,6 +46,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--port", help="serial port or URL of the device (default: device.port)")
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
+    add_keys_args(p)
     p.add_argument(
         "--journal-max-mb",
         type=float,
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    keys = keys_for(args, cfg.goose)
     iface = None if args.no_network else (args.iface or cfg.goose.interface_a)
     if not iface and not args.no_network:
         raise CommandError(f"{args.config}: goose.interface_a is not set and no --iface given")
@@ -175,7 +180,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.shell.locks import LockError
 
     if args.state is not None:
-        args.state.mkdir(parents=True, exist_ok=True)
+        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+
+        try:
+            prepare_state_folder(args.state)
+        except StateFolderError as exc:
+            raise CommandError(str(exc)) from exc
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
@@ -207,7 +217,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     journal = journals.bay
     now = time.monotonic_ns()
-    bay = BayController(cfg, now, journal)
+    bay = BayController(cfg, now, journal, keys)
     control.log = ControlLog(journal, now, quiet_s=cfg.control.alarm_quiet_s)
     if args.mode:
         bay.set_mode(args.mode, now, "command line")
@@ -220,7 +230,7 @@ def run(args: argparse.Namespace) -> int:
         max_open=cfg.agent.max_open_sessions,
         keep_finished=cfg.agent.keep_finished_sessions,
     )
-    agent = AgentBay(bay, service)
+    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
 
     def expired(notice, now_ns: int) -> None:
@@ -246,6 +256,9 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
+    if agent.fault is not None:  # the restore already failed
+        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError
@@ -287,11 +300,17 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
+    key_service = KeyService(bay.hub, args.keys or cfg.goose.keys, control.log)
+    key_service.start()
+    live.live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
     # the last trips' frame -> device latencies: `status --json` and the web page's histogram
-    control.handler = controller_ops(
-        bay,
-        agent.handle,
-        lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+    control.handler = key_service.ops(
+        controller_ops(
+            bay,
+            agent.handle,
+            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+        )
     )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on

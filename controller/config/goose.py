@@ -99,11 +99,22 @@ class SubscriptionCfg(Cfg):
     # the publisher's source MAC; without it the first one seen is expected (a frame of the
     # same stream from another source is a `foreign_source` anomaly, never data)
     src: bytes | None = None
+    # IEC 62351-6 (docs/security-62351-6.md): off, optional (signed frames must verify) or
+    # required (only verified frames reach the stream); an SCL's securityEnable sets it
+    auth: Literal["off", "optional", "required"] = "off"
 
     _num = field_validator("appid", "vlan", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
     _src = field_validator("src", mode="before")(_mac_or_none)
     _members = field_validator("members", mode="before")(_members)
+
+    @model_validator(mode="after")
+    def _auth_key(self) -> SubscriptionCfg:
+        # the gate finds a frame's policy by its gocbRef TLV read with a one-octet length;
+        # a longer gocbRef would miss its policy (and fail open): refused here instead
+        if self.auth != "off" and len(self.gocb_ref.encode()) > 127:
+            raise ValueError("auth needs a gocb_ref of at most 127 octets")
+        return self
 
     @property
     def key(self) -> tuple[bytes, int, str]:
@@ -144,6 +155,10 @@ class PublisherCfg(Cfg):
         default=20, ge=1, description="new states (stNum) per change_window_ms at most"
     )
     change_window_ms: float = Field(default=1000.0, gt=0)
+    # IEC 62351-6: `sign` signs every frame (retransmissions too) with the key `key_id`
+    # of the key file, or with its successor in force (docs/security-62351-6.md)
+    auth: Literal["off", "sign"] = "off"
+    key_id: int | None = Field(default=None, ge=1, le=0xFFFFFFFF)
 
     _num = field_validator("appid", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
@@ -154,6 +169,8 @@ class PublisherCfg(Cfg):
     def _times(self) -> PublisherCfg:
         if self.max_time_ms < self.min_time_ms:
             raise ValueError("max_time_ms must be >= min_time_ms")
+        if self.auth == "sign" and self.key_id is None:
+            raise ValueError("auth: sign needs a key_id (of the key file, goose.keys)")
         return self
 
 
@@ -237,6 +254,10 @@ class GooseConfig(Cfg):
         description="observer mode (no subscriptions): streams supervised at most; beyond, "
         "the one idle longest is forgotten (counted: evicted)",
     )
+    # the key file of IEC 62351-6 signing and verifying (controller/config/keys.py), and
+    # how Reserved1/Reserved2 announce the extension (protocols/goose/security.PROFILES)
+    keys: str | None = None
+    auth_profile: Literal["length-crc", "flag-length"] = "length-crc"
 
     @model_validator(mode="after")
     def _unique(self) -> GooseConfig:

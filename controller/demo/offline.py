@@ -23,7 +23,7 @@ from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
-from controller.demo.scenario import S, Scenario, build
+from controller.demo.scenario import PROT, S, Scenario, build
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.engine.resources import shipped
@@ -62,6 +62,18 @@ def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
     return pty_wire(endpoint, fw, t0)
 
 
+def require_signed_trip(cfg: ControllerConfig, scn: Scenario) -> ControllerConfig:
+    """A signed scenario's protection stream is subscribed `auth: required` (IEC 62351-6),
+    so the forged trips of its script are refused; an unsigned one leaves the config."""
+    if scn.keys is None:
+        return cfg
+    subs = [
+        s.model_copy(update={"auth": "required"}) if s.gocb_ref == PROT else s
+        for s in cfg.goose.subscriptions
+    ]
+    return cfg.model_copy(update={"goose": cfg.goose.model_copy(update={"subscriptions": subs})})
+
+
 def demo_operator(host: AgentBay, timeline: Timeline):
     """The demo's operator: confirms every step the agent asks about, and notes what the
     agent says in the timeline."""
@@ -96,7 +108,7 @@ def run_demo(
     clock's pace with the control socket served throughout (`demo --web`: a page watches
     it happen); `on_serving` is told the socket's path once it listens."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-    scn = scenario or build()
+    scn = scenario or build(signed=True)
     files = {
         "scenario": folder / "scenario.pcap",
         "output": folder / "output.pcap",
@@ -104,14 +116,14 @@ def run_demo(
         "report": folder / "report.txt",
     }
     scn.write_pcap(files["scenario"])
-    cfg = load_config(config, ControllerConfig, ied)
+    cfg = require_signed_trip(load_config(config, ControllerConfig, ied), scn)
     t0 = scn.frames[0][0]
     files["agent"] = folder / "agent.sqlite"
     for j in (files["journal"], files["agent"]):
         for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
             p.unlink(missing_ok=True)
     journal = Journal(files["journal"], durability="group")
-    bay = BayController(cfg, t0, journal)
+    bay = BayController(cfg, t0, journal, scn.keys)
     agent_journal = Journal(files["agent"], durability="step")
     for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
         anchor_clock(jr, "virtual")

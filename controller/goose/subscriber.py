@@ -41,6 +41,7 @@ from typing import Any
 from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
+from controller.goose.auth import AuthGate
 from controller.goose.classify import REARMS_TAL
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
@@ -150,12 +151,15 @@ class SubscriberBank:
         simulation: bool = False,
         max_streams: int = 10_000,
         receive: ReceiveCfg | None = None,
+        auth: AuthGate | None = None,
     ) -> None:
         self.runner = runner
         self.receive = receive or ReceiveCfg()
         #: the A/B merge of a stream not configured for it (None: one network); set when
         #: the shell receives on two networks, so the second copy of a frame is a duplicate
         self.default_ab: ABCfg | None = None
+        #: the IEC 62351-6 gate, None when no frame is to be checked (`auth.py`)
+        self.auth = auth if auth is not None and auth.active else None
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
         #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
@@ -221,7 +225,9 @@ class SubscriberBank:
         retransmission counted on the fast path; the second item is its `FrameClassified`),
         "malformed", "unmatched", "foreign_source" (another source MAC than the stream's),
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
-        preferred mode: supervised, not delivered)."""
+        preferred mode: supervised, not delivered), or "auth_refused" (the subscription's
+        authentication policy refused it before anything of its stream moved; the second
+        item is the gate's `Verdict`)."""
         key = stream_key(buf)
         if self.wanted is not None and key not in self.wanted:
             if not _whole_tlv(key):
@@ -230,6 +236,13 @@ class SubscriberBank:
                 return None, None, "malformed"
             self.unmatched += 1  # a flood of other streams costs this, never a parse
             return None, None, "unmatched"
+        auth = self.auth
+        if auth is not None:  # before anything of a stream moves (the gocbRef is unchanged)
+            checked = auth.check(buf, now_ns)
+            if checked is None:
+                skey = auth.last_policy.key
+                return self.streams.get(skey) if skey else None, auth.last, "auth_refused"
+            buf = checked
         stream = self.fast.get(key) if key is not None else None
         rep = None
         if stream is not None:
@@ -571,6 +584,8 @@ class SubscriberBank:
                 elif k != "foreign_source":
                     continue
                 refused[k] = refused.get(k, 0) + n
+        if self.auth is not None:
+            refused.update(self.auth.refused(parent.label))
         return LgosView(
             parent.id,
             parent.label,

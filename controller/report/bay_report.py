@@ -12,6 +12,7 @@ from typing import Any
 from controller.agent.effects import Respond, RunTool
 from controller.display import printable
 from controller.engine.effects import Alarm, Notify
+from controller.goose.auth import REASONS as AUTH_REASONS
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, RxDrops, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.link.effects import LinkEvent
@@ -23,6 +24,14 @@ from controller.logic.effects import (
     ModeChanged,
     PublishTopic,
 )
+
+
+def _refusal_text(code: str) -> str:
+    """What a refusal code means: a receive rule's (gate.ERR_TEXT) or authentication's."""
+    if code.startswith("auth_"):
+        return AUTH_REASONS.get(code[5:], code)
+    return ERR_TEXT.get(code, code)
+
 
 NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused
@@ -183,7 +192,7 @@ class Timeline:
             if r.refused is not None:
                 return (
                     f"{t}  refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
-                    f"{r.cls}: {r.refused} ({ERR_TEXT.get(r.refused, r.refused)})"
+                    f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
                 )
             flags = f" [{', '.join(r.flags)}]" if r.flags else ""
             return (

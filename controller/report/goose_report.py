@@ -86,6 +86,9 @@ class Reporter:
                 obj["side"] = verdict.side
             if verdict.refused is not None:
                 obj["refused"] = verdict.refused
+        auth = self.hub.bank.auth
+        if auth is not None and auth.last is not None:  # IEC 62351-6: this frame's verdict
+            obj["auth"] = auth.last.as_json()
         self._emit(obj, lambda: self._frame_text(obj, time_s))
         self.effects(effects)
 

@@ -11,6 +11,7 @@ from typing import Any
 
 from controller import logs
 from controller.engine.effects import Alarm, Notify
+from controller.goose.auth import SecurityEvent
 from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
 from controller.logic.core import BayController
 from controller.logic.effects import CommandWithheld, DeviceCommand
@@ -104,9 +105,34 @@ class Status:
                 self.counts[f"stream.{e.state}"] += 1
             elif t is RxDrops:
                 self.drops(e)
+            elif t is SecurityEvent:  # rate-limited by the gate: at most one a second
+                self.counts[f"security.{e.reason}"] += e.count
+                logs.event(
+                    log, logging.WARNING, "security",
+                    "security %s: %d frame(s) refused (%s), last key id %s", e.stream,
+                    e.count, e.reason, e.key_id,
+                    stream=e.stream, reason=e.reason, count=e.count, key_id=e.key_id,
+                )  # fmt: skip
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
                 logs.event(log, logging.ERROR, "error", "%s", e.data)
+            elif t is Notify and e.topic == "link_resync":
+                self.counts["link.resyncs"] += 1
+                d = e.data
+                logs.event(
+                    log, logging.WARNING, "link_resync",
+                    "device link: command sequence resynchronised: the device had run "
+                    "newer commands than seq %s (another controller before this one); "
+                    "%s sent again as seq %s", d["refused"], d["command"], d["resent"],
+                    **d,
+                )  # fmt: skip
+
+    def agent_fault(self, why: str, exc: BaseException) -> None:
+        """The agent layer turned itself off after an error inside it: the `agent` alarm
+        (it stays raised until a restart) and the traceback once, for a bug report."""
+        self.counts["errors"] += 1
+        log.error("agent layer off after an internal error", exc_info=exc)
+        self.alarm("agent", True, f"{why}: agent requests refused, protection unaffected")
 
     def alarm(self, name: str, active: bool, detail: str = "") -> None:
         """An alarm's state for the status line; a change is logged (raised: WARNING,
@@ -221,6 +247,8 @@ class BayLive:
         self.status_every = status_every
         self.on_effects = on_effects
         self._fd: int | None = None
+        #: why reporting was turned off (an error inside it), or None
+        self.reports_off: str | None = None
         self.live.on_output.append(self.serial.write_pending)
         self.live.on_round.append(self._serial_round)
         #: for each frame that made the controller write to the device: ns from the frame
@@ -254,12 +282,33 @@ class BayLive:
             more += live.execute(more, now)
             self._sink(more)
         if self.status_every:
-            self.status.tick(now)
+            try:
+                self.status.tick(now)
+            except Exception as exc:  # isolation: see _reports_failed
+                self._reports_failed(exc)
 
     def _sink(self, effects: list[Any]) -> None:
-        self.status.note(effects)
+        if self.reports_off is None:
+            try:
+                self.status.note(effects)
+            except Exception as exc:  # isolation: see _reports_failed
+                self._reports_failed(exc)
+        else:  # what must still be seen without the reports: alarms, plainly
+            for e in effects:
+                if type(e) is Alarm:
+                    state = "raised" if e.active else "cleared"
+                    log.warning("alarm %s %s %s", e.name, state, e.detail)
         if self.on_effects:
             self.on_effects(effects)
+
+    def _reports_failed(self, exc: Exception) -> None:
+        """An error while reporting (the status line, its counters) turns reporting off,
+        once: the `reports` alarm and the traceback are logged, the loop, GOOSE, the logic
+        and the device link go on. Alarms are still logged, plainly."""
+        self.reports_off = f"{type(exc).__name__}: {exc}"
+        self.status_every = False
+        log.error("reports off after an internal error", exc_info=exc)
+        log.warning("alarm reports: %s: status line off, control unaffected", self.reports_off)
 
     def open_port(self) -> str | None:
         """Open the device port now; None, or why it cannot be opened (a controller that

@@ -184,6 +184,7 @@ class _Reader:
             type=node.get("type") or "GOOSE",
             subscribers=[n.text for n in node.findall("IEDName") if n.text],
             node=node,
+            security_enable=node.get("securityEnable") or None,
         )
 
     def ext_ref(self, node: Node) -> ExtRef:

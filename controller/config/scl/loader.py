@@ -97,6 +97,11 @@ SCL_FIELDS = {
 }
 
 
+#: `GSEControl@securityEnable` -> a subscription's `auth` (IEC 62351-6): a signed stream
+#: is required to verify; where the SCL says nothing, the overlay decides
+SECURITY_ENABLE = {"None": "off", "Signature": "required", "SignatureAndEncryption": "required"}
+
+
 class SclConfigError(Exception):
     """The SCL or the overlay cannot make a config; the message names file, line, field."""
 
@@ -171,6 +176,9 @@ def subscription(g: GoCB) -> dict[str, Any]:
         out["dat_set"] = g.dat_set_ref
     if g.conf_rev is not None:
         out["conf_rev"] = g.conf_rev
+    security = SECURITY_ENABLE.get(g.control.security_enable or "")
+    if security is not None:
+        out["auth"] = security
     if a.vlan_id:
         out["vlan"] = a.vlan_id
     if g.shape is not None:
@@ -495,7 +503,7 @@ def _merge_streams(
         for k, v in entry.items():
             if k == "gocb_ref":
                 continue
-            if k in SCL_FIELDS[kind]:
+            if k in SCL_FIELDS[kind] or (k == "auth" and "auth" in target):
                 errors.append(
                     f"{src}:{line_of(('goose', kind, i, k))}: goose.{kind}.{i}.{k}: set by the "
                     f"SCL ({target.get(k)!r}); an overlay only adds what SCL cannot say"
