@@ -159,7 +159,14 @@ class AgentBay:
                     now_ns,
                 )
             elif op in ("confirm", "deny", "abort"):
-                reply = getattr(s, op)(str(request["session"]), now_ns)
+                sid = str(request["session"])
+                step = request.get("step")
+                now_at = s.status(sid)["step"] if step is not None and sid in s.sessions else step
+                if step is not None and now_at != step:
+                    # the asker saw another step (a page, a second click): nothing operates
+                    reply = {"ok": False, "error": f"session {sid} is at step {now_at}, not {step}"}
+                else:
+                    reply = getattr(s, op)(sid, now_ns)
             elif op == "history":
                 sid = str(request["session"])
                 if not s.known(sid):

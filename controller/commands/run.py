@@ -9,6 +9,7 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
 from controller import logs
@@ -303,7 +304,14 @@ def run(args: argparse.Namespace) -> int:
     key_service.start()
     live.live.on_round.append(key_service.tick)
     signal.signal(signal.SIGHUP, lambda *_: key_service.request())
-    control.handler = key_service.ops(controller_ops(bay, agent.handle))
+    # the last trips' frame -> device latencies: `status --json` and the web page's histogram
+    control.handler = key_service.ops(
+        controller_ops(
+            bay,
+            agent.handle,
+            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+        )
+    )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )

@@ -605,6 +605,44 @@ class SubscriberBank:
     def views(self) -> list[LgosView]:
         return [self.view(s.id) for s in self.streams.values()]
 
+    def rows(self, now_ns: int | None = None) -> list[dict[str, Any]]:
+        """One row per stream (real and simulated) as a tracker shows it: quality state,
+        active side, stNum, sqNum (the fast path's when newer), confRev, the announced TAL
+        and, given `now_ns`, the time it has left; counts by classification. For
+        `goosectl status --json` and the web page; never on the frame path."""
+        out = []
+        for s in self.streams.values():
+            for x in (s, s.sim):
+                if x is None:
+                    continue
+                m = self.runner.machines[x.id]
+                c = m.ctx
+                sq = c["sq"] if c["sq"] is not None and c["sq"] >= x.sq else x.sq
+                deadline = max(x.deadline, (c["rx_ns"] or 0) + c["tal_ns"]) if c["rx_ns"] else 0
+                out.append(
+                    {
+                        "stream": x.label,
+                        "id": x.id,
+                        "gocbRef": x.gocb_ref,
+                        "appid": x.appid,
+                        "simulated": x.is_sim,
+                        "state": m.state,
+                        "side": c["side"],
+                        "sides": {k: self.runner.machines[v].state for k, v in x.side_ids.items()},
+                        "stNum": c["st"],
+                        "sqNum": sq,
+                        "confRev": c["conf_rev"],
+                        "tal_ms": c["tal_ns"] // 1_000_000 if c["rx_ns"] else None,
+                        "tal_left_ms": (
+                            max(0, (deadline - now_ns) // 1_000_000)
+                            if now_ns is not None and deadline
+                            else None
+                        ),
+                        "counts": dict(sorted(x.counts.items())),
+                    }
+                )
+        return out
+
     def current_values(self, stream_id: str) -> tuple[str, tuple] | None:
         """(stream id, values) of the state that acts now, or None while the subscription
         is not valid: what an application re-reads when its own mode changes."""
