@@ -17,12 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+from controller.fleet.view import liveness
 from controller.web.hub import AlarmBook, Poller, Retransmissions, conditions
 from controller.web.source import detail, read_only
-
-#: no `state` for this long (the uplink sends one at least every 10 s): stale, as the
-#: collector's own `goosectl fleet status` says
-STALE_S = 25.0
 
 
 class FleetError(Exception):
@@ -118,13 +115,7 @@ def fleet_rows(store: FleetStore, now_s: float | None = None) -> list[dict[str, 
         state = parse_state(r["state"])
         seen = r["state_ns"]
         age = None if seen is None else max(0.0, now - seen / 1e9)
-        # the collector's rule: dead when the death carries the last birth's bdSeq
-        if r["death_bd_seq"] is not None and r["death_bd_seq"] >= r["bd_seq"]:
-            liveness = "dead"
-        elif age is None or age > STALE_S or not r["birth_ns"]:
-            liveness = "stale"
-        else:
-            liveness = "online"
+        live = liveness(r["bd_seq"], r["death_bd_seq"], r["birth_ns"], seen, int(now * 1e9))
         had = state.get("journal_seq") if state["ok"] else None
         lgos = state.get("lgos", []) if state["ok"] else []
         out.append(
@@ -132,7 +123,7 @@ def fleet_rows(store: FleetStore, now_s: float | None = None) -> list[dict[str, 
                 "site": str(r["site"]),
                 "bay": str(r["bay"]),
                 "key": bay_key(str(r["site"]), str(r["bay"])),
-                "liveness": liveness,
+                "liveness": live,
                 "breaker": state.get("position"),
                 "bay_state": state.get("breaker"),
                 "mode": state.get("mode"),
