@@ -603,7 +603,13 @@ class SubscriberBank:
         )
 
     def views(self) -> list[LgosView]:
-        return [self.view(s.id) for s in self.streams.values()]
+        """Every subscription's LGOS view: a configured one never received is listed too
+        (St false, `never_received`), the line that matters most when commissioning."""
+        out = [self.view(s.id) for s in self.streams.values()]
+        for key, sub in self.subs.items():
+            if key not in self.streams:
+                out.append(_never_received(sub))
+        return out
 
     def rows(self, now_ns: int | None = None) -> list[dict[str, Any]]:
         """One row per stream (real and simulated) as a tracker shows it: quality state,
@@ -738,6 +744,24 @@ def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
     recent[pair] = side
     if len(recent) > AB_WINDOW:
         recent.popitem(last=False)
+
+
+def _never_received(sub: SubscriptionCfg) -> LgosView:
+    """The LGOS view of a configured subscription no frame has opened yet."""
+    return LgosView(
+        f"{sub.label}@{sub.appid:04x}/{format_mac(sub.dst)}",
+        sub.label,
+        sub.gocb_ref,
+        sub.appid,
+        False,
+        False,
+        None,
+        sub.conf_rev,
+        None,
+        "never_received",
+        False,
+        format_mac(sub.src) if sub.src is not None else None,
+    )
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:
