@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -75,6 +76,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="send ndsCom TRUE (a test set's 'needs commissioning' injection: a subscriber "
         "must refuse the data)",
     )
+    p.add_argument(
+        "--stnum-jump",
+        type=int,
+        metavar="N",
+        help="the first state change from stdin carries stNum + N instead of + 1 (a test "
+        "set's missed-state injection: a subscriber must report N - 1 states missed)",
+    )
+    p.add_argument(
+        "--test",
+        action="store_true",
+        help="set the test bit of every quality (13-bit bit-string) published (q.test: a "
+        "subscriber not in test mode must not act on it)",
+    )
     p.add_argument("--json", action="store_true")
     _prp.add_arg(p)
     p.add_argument(
@@ -86,9 +100,28 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def _values(text: str, where: str):
+#: IEC 61850 Quality: 13 bits, the test bit the twelfth (validity 2, details 8, source)
+QUALITY_BITS, TEST_BIT = 13, 11
+
+
+def test_flagged(values: Any) -> Any:
+    """`values` (the JSON form of a data set) with q.test set in every 13-bit bit-string,
+    structures included: what `--test` publishes."""
+    if isinstance(values, list):
+        return [test_flagged(v) for v in values]
+    if isinstance(values, dict):
+        v = values.get("value")
+        if values.get("type") == "bit-string" and isinstance(v, str) and len(v) == QUALITY_BITS:
+            return {**values, "value": v[:TEST_BIT] + "1" + v[TEST_BIT + 1 :]}
+        if isinstance(v, list):
+            return {**values, "value": test_flagged(v)}
+    return values
+
+
+def _values(text: str, where: str, test: bool = False):
     try:
-        return all_data_from_json(json.loads(text))
+        data = json.loads(text)
+        return all_data_from_json(test_flagged(data) if test else data)
     except (json.JSONDecodeError, GooseError) as exc:
         raise CommandError(f"{where}: bad values: {exc}") from exc
 
@@ -165,6 +198,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
+    if args.stnum_jump is not None and args.stnum_jump < 1:
+        raise CommandError("--stnum-jump must be >= 1 (1 is an ordinary state change)")
+    if args.test and cfg.initial:
+        cfg = cfg.model_copy(update={"initial": test_flagged(cfg.model_dump()["initial"])})
     if args.duration is not None and not args.duration > 0:  # also refuses NaN
         raise CommandError("--duration must be > 0 seconds")
     if args.key_id is not None:
@@ -180,6 +217,7 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
     reporter = Reporter(hub, args.json, sys.stdout, gocb_ref=cfg.gocb_ref, clock=time.time_ns)
     prp = _prp.start(live, goose)
     buf = bytearray()
+    jump = [args.stnum_jump] if args.stnum_jump is not None else []
 
     def on_stdin() -> None:
         chunk = os.read(sys.stdin.fileno(), 65536)
@@ -197,7 +235,9 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 continue
             now = time.monotonic_ns()
             try:
-                values = _values(line.decode(), "stdin")
+                values = _values(line.decode(), "stdin", args.test)
+                if jump:  # the test set's missed states: once, on the first change
+                    live.execute(hub.skip_states(cfg.gocb_ref, jump.pop(), now), now)
                 out = hub.publish(cfg.gocb_ref, values, now, time.time_ns())
             except (CommandError, PublishError) as exc:
                 log.error("refused: %s", exc)  # this line only: the next may be good

@@ -15,7 +15,7 @@ import pytest
 
 from lab.netns import netlab
 from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, GooseFrame, encode_frame, parse_header
+from protocols.goose import Boolean, GooseFrame, decode_frame, encode_frame, parse_header
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
@@ -73,3 +73,41 @@ def test_publish_keeps_publishing_after_stdin_closes(stop: str) -> None:
     lines = [json.loads(x) for x in out.splitlines()]
     assert lines[-1]["event"] == "done" and lines[-1]["gocbRef"] == GOCB
     assert not [x for x in lines if x.get("gocbRef") not in (None, GOCB)], out
+
+
+def test_publish_injects_a_stnum_jump_and_the_test_bit() -> None:
+    """A test set's injections: `--stnum-jump 5` makes the first state change from stdin
+    stNum 1 + 5 (a subscriber must see 4 states missed); `--test` sets q.test in every
+    quality published, the initial state's and the changes' alike."""
+    require_root()
+    values = '[{"type":"boolean","value":false},{"type":"bit-string","value":"0000000000000"}]'
+    change = b'[{"type":"boolean","value":true},{"type":"bit-string","value":"0000000000000"}]\n'
+    argv = [*ARGV[: ARGV.index("--values")], "--values", values, "--json"]
+    argv += ["--stnum-jump", "5", "--test", "--duration", "2"]
+    with netlab() as lab:
+        near, far = lab.namespace(), lab.namespace()
+        lab.veth(near, far, a="tx0", b="rx0")
+        with far.entered():
+            cap = RawSocket("rx0", promiscuous=True, timestamps=False)
+        try:
+            proc = near.popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE, text=False,
+            )  # fmt: skip
+            frames: list = []
+            deadline = time.monotonic() + 30
+            while not frames and time.monotonic() < deadline:  # the initial state first
+                frames += [f.frame for f in cap.recv_batch(1000) if GOCB.encode() in f.frame]
+                time.sleep(0.02)
+            proc.stdin.write(change)
+            proc.stdin.flush()
+            _, err = proc.communicate(timeout=60)
+            frames += [f.frame for f in cap.recv_batch(10000) if GOCB.encode() in f.frame]
+        finally:
+            cap.close()
+    assert proc.returncode == 0, err
+    decoded = [decode_frame(f) for f in frames]
+    assert sorted({d.st_num for d in decoded}) == [1, 6], {d.st_num for d in decoded}
+    qualities = {d.all_data[1].bits for d in decoded}
+    assert qualities == {"0000000000010"}, qualities  # q.test, bit 11, on every frame
+    assert {d.all_data[0].value for d in decoded if d.st_num == 6} == {True}
