@@ -82,7 +82,8 @@ def test_an_ied_that_subscribes_to_nothing_is_a_warning_naming_its_role(tmp_path
     assert warned == [
         f"goosectl: {BAY1}: IED PROT1 (protection IED: trip on networks A and B) subscribes "
         "to no GOOSE stream: the config has no subscriptions and no inputs "
-        "(IEDs that subscribe: GCTL1)"
+        "(the file was read for PROT1 alone, its other IEDs (BAY2, GCTL1, SCADA1) not: "
+        "`goosectl scl show` tells which subscribe)"
     ], done.stderr
     quiet = goosectl("replay", str(SEL), "--config", str(BAY1), "--ied", "GCTL1", "-q")
     assert "subscribes to no GOOSE" not in quiet.stderr

@@ -395,13 +395,19 @@ def warn_no_inputs(scl: Scl, view: IedView) -> None:
         return
     role = f" ({view.ied.desc})" if view.ied.desc else ""
     others = ", ".join(n for n, v in scl.ieds.items() if v.bindings) or "none"
+    tail = f"IEDs that subscribe: {others}"
+    if scl.unread:  # read for this IED alone: the others' subscriptions were never built
+        tail = (
+            f"the file was read for {view.name} alone, its other IEDs "
+            f"({', '.join(sorted(scl.unread))}) not: `goosectl scl show` tells which subscribe"
+        )
     log.warning(
         "%s: IED %s%s subscribes to no GOOSE stream: the config has no subscriptions and "
-        "no inputs (IEDs that subscribe: %s)",
+        "no inputs (%s)",
         scl.source,
         view.name,
         role,
-        others,
+        tail,
     )
 
 
