@@ -414,7 +414,7 @@ class Signer:
 
     def sign(self, frame: bytes, utc_ns: int) -> bytes | None:
         key = self.key(utc_ns)
-        if key is None:
+        if key is None or key.key.algorithm.encrypts:  # a GCM key signs no Layer-2 frame
             self.unsigned += 1
             return None
         iv = None
