@@ -331,6 +331,15 @@ def open_spdu(spdu: Spdu, key: MacKey) -> tuple[Apdu, ...]:
     return _elements(spdu.user, base, extra_ok)
 
 
+def unverified_apdus(spdu: Spdu) -> tuple[Apdu, ...]:
+    """The payload of a signed SPDU read without checking its MAC, for a policy that
+    counts what a refused SPDU claimed to be (its subscription); never trust it. `BadSpdu`
+    if it does not parse, and nothing for an encrypted one (an IV in its header)."""
+    if spdu.iv:
+        return ()
+    return _elements(spdu.user, len(spdu.aad), LAYOUTS[spdu.layout].apdu_extra > 0)
+
+
 def encode(
     apdus: tuple[Apdu, ...] | list[Apdu],
     spdu_number: int,
