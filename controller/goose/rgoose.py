@@ -157,8 +157,10 @@ class RgooseReceiver:
             if accepted:
                 key = (sender, a.appid, ref)
                 prev = self.last.get(key)
-                if prev is not None and now_ns <= prev[1] and not serial_ahead(
-                    spdu.spdu_number, prev[0]
+                if (
+                    prev is not None
+                    and now_ns <= prev[1]
+                    and not serial_ahead(spdu.spdu_number, prev[0])
                 ):
                     self.counts["spdu_replay"] += 1
                     continue
