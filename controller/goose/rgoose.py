@@ -27,7 +27,6 @@ from typing import Any, Final
 from controller.config.goose import SubscriptionCfg
 from controller.config.keys import KeyFile
 from controller.goose.auth import UNSIGNED, Verdict, in_force
-from controller.goose.hub import GooseHub
 from protocols.goose import GooseError, parse_header
 from protocols.rgoose import PORT, Apdu, BadSpdu, Spdu, SpduRefused, decode, open_spdu
 from protocols.rgoose.spdu import frame_of_apdu, unverified_apdus
@@ -179,7 +178,7 @@ def _ref_and_tal(a: Apdu) -> tuple[str, int]:
 
 
 def receiver_for(
-    hub: GooseHub, subscriptions: list[SubscriptionCfg], keys: KeyFile | None
+    hub: Any, subscriptions: list[SubscriptionCfg], keys: KeyFile | None
 ) -> RgooseReceiver:
     """A receiver whose frames reach `hub`'s subscriptions (by APPID and gocbRef) and
     whose replay rule asks `hub`'s auth gate for each frame's policy."""
@@ -196,7 +195,7 @@ def receiver_for(
 
 
 def feed(
-    hub: GooseHub,
+    hub: Any,
     receiver: RgooseReceiver,
     payload: bytes,
     sender: str,
@@ -204,7 +203,8 @@ def feed(
     utc_ns: int,
     side: str = "A",
 ) -> list[tuple[Received, list[Any]]]:
-    """One datagram's SPDU through `hub`: each frame it may deliver, with the effects the
+    """One datagram's SPDU through `hub` (a `GooseHub`, or anything with its `bank` and
+    `frame`: the live shell's injector): each frame it may deliver, with the effects the
     hub returned for it (one `FrameClassified` each, as for a Layer-2 frame)."""
     gate = hub.bank.auth
     out = []
