@@ -84,6 +84,15 @@ ALLOWED: dict[str, set[str]] = {
     },
     # the uplink and the collector: processes beside the controller, never inside its loop
     "controller.fleet": {"protocols", *CORE, "controller.shell", "controller.logs"},
+    # the web page: a separate process reading the control socket and the journal; no
+    # unit of the controller imports it (only the commands do); the fleet's store rules
+    "controller.web": {
+        "protocols",
+        *CORE,
+        "controller.report",
+        "controller.shell",
+        "controller.fleet",
+    },
     "controller.errors": set(),
     "controller.logs": set(),
     "controller.cli": {"*"},

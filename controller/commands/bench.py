@@ -44,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from lab.floors import pty_round_trips
     from lab.latency import TripBench
 
+    if args.live:
+        import os
+
+        if os.geteuid() != 0:  # before any measuring: a refusal costs no wait
+            raise CommandError("--live needs root (network namespaces, raw sockets)")
     series: dict[str, list[int]] = {}
     floors: dict[str, list[int]] = {}
     log.info("in process: %d trips of a closed breaker ...", args.samples)
@@ -52,10 +57,6 @@ def run(args: argparse.Namespace) -> int:
     series["in process: trip frame -> trip-ack frame"] = s.to_ack_frame
     floors["floor: pty round trip"] = pty_round_trips(21, 5000)
     if args.live:
-        import os
-
-        if os.geteuid() != 0:
-            raise CommandError("--live needs root (network namespaces, raw sockets)")
         from lab.wire_floor import WireFloor
         from lab.wire_latency import QUIET_S, WireTrip
 

@@ -28,6 +28,13 @@ from protocols.goose import GooseError, decode_all_data, is_goose, parse_header
 from protocols.goose.frame import decode_frame
 from protocols.goose.jsonform import frame_to_json
 from protocols.goose.security import DEFAULT_PROFILE, PROFILES
+from protocols.goose.utctime import (
+    ACCURACY_MASK,
+    ACCURACY_UNSPECIFIED,
+    CLOCK_FAILURE,
+    CLOCK_NOT_SYNCHRONIZED,
+    LEAP_SECONDS_KNOWN,
+)
 
 log = logging.getLogger(__package__)
 
@@ -77,6 +84,23 @@ def _data_text(item: dict[str, Any]) -> str:
     return str(value)
 
 
+def time_quality_text(q: int) -> str:
+    """``0x9f(leap-seconds-known,accuracy-unspecified)``: the octet and what it says, so a
+    clock that failed or is not synchronised shows on the frame's line (IEC 61850-8-1)."""
+    parts = [
+        name
+        for bit, name in (
+            (LEAP_SECONDS_KNOWN, "leap-seconds-known"),
+            (CLOCK_FAILURE, "clock-failure"),
+            (CLOCK_NOT_SYNCHRONIZED, "not-synchronized"),
+        )
+        if q & bit
+    ]
+    accuracy = q & ACCURACY_MASK
+    parts.append("accuracy-unspecified" if accuracy == ACCURACY_UNSPECIFIED else f"{accuracy}-bit")
+    return f"0x{q:02x}({','.join(parts)})"
+
+
 def _table_line(obj: dict[str, Any], t0: float) -> str:
     vlan = obj["vlan"]
     tag = f" vlan={vlan['id']}/{vlan['priority']}" if vlan else ""
@@ -89,8 +113,10 @@ def _table_line(obj: dict[str, Any], t0: float) -> str:
     return printable(
         f"{obj['frame']:>6} {obj['time'] - t0:12.6f} {obj['src']} -> {obj['dst']}{tag} "
         f"GOOSE appid=0x{obj['appid']:04x}{sim} gocbRef={obj['gocbRef']} "
+        f"datSet={obj['datSet']} goID={obj['goID']} "
         f"stNum={obj['stNum']} sqNum={obj['sqNum']} TAL={obj['timeAllowedtoLive']} "
-        f"confRev={obj['confRev']} t={obj['t']['iso']} data=[{data}]{note}{_auth_text(obj)}"
+        f"confRev={obj['confRev']} t={obj['t']['iso']} "
+        f"tq={time_quality_text(obj['t']['quality'])} data=[{data}]{note}{_auth_text(obj)}"
     )
 
 

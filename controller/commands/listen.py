@@ -17,11 +17,12 @@ import sys
 import time
 from typing import Any
 
-from controller.cli import CommandError
+from controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, CommandError
 from controller.commands import _prp
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
 from controller.goose.rgoose import receiver_for
 from controller.report.prp_report import PrpReporter
@@ -112,10 +113,21 @@ def stats_line(live: LiveGoose) -> str:
     )
 
 
+def listener_config(config: GooseConfig) -> GooseConfig:
+    """The subscriptions of `config` without its publishers: a listener on a station bus
+    never sends, since frames of the configured IED's control blocks would impersonate it
+    (an injection). Saying so once tells a user why the publishers are not on the wire."""
+    if config.publishers:
+        names = ", ".join(p.gocb_ref for p in config.publishers)
+        log.info("listen never publishes: the config's publishers are not sent (%s)", names)
+    return config.model_copy(update={"publishers": []})
+
+
 def run(args: argparse.Namespace) -> int:
     config = with_profile(args, _prp.config_with(load_goose_config(args.config, args.ied), args))
     keys = keys_for(args, config)
     check = wire_check(args.scl, config)
+    config = listener_config(config)
     hub = GooseHub(
         config,
         simulation=args.simulation,
@@ -137,7 +149,8 @@ def run(args: argparse.Namespace) -> int:
     key_service.start()
     live.on_round.append(key_service.tick)
     signal.signal(signal.SIGHUP, lambda *_: key_service.request())
-    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    # events of timers (a TAL that ran out) are stamped with the host's clock
+    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref, clock=time.time_ns)
     prp = _prp.start(live, config, reporter)
     if prp is not None:
         reporter.set_source(prp.last_trailer)
@@ -154,7 +167,13 @@ def run(args: argparse.Namespace) -> int:
         reporter.frame(n, ts, b, v, out)
         sys.stdout.flush()
 
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: the report, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
@@ -191,4 +210,6 @@ def run(args: argparse.Namespace) -> int:
         check.print(as_json=False)
     if not args.json:
         print(json.dumps({"frames": live.frames, "sent": live.sent}))
-    return 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FINDINGS if reporter.anomalies.count else EXIT_OK

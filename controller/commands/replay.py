@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_FINDINGS, CommandError, add_log_args
 from controller.commands import _prp, _replay_wire
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.scl import add_check_args, wire_check
@@ -108,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
     if _replay_wire.wanted(args):
         return _replay_wire.run(args)
     if args.device:
+        if args.speed is not None:  # it runs in virtual time only: refused, not ignored
+            raise CommandError(
+                "--speed: replay --device sim runs in virtual time only (as fast as possible)"
+            )
         return run_controller(args)
     config = with_profile(args, load_goose_config(args.config, args.ied))
     keys = keys_for(args, config)
@@ -126,21 +130,25 @@ def run(args: argparse.Namespace) -> int:
         keys=keys,
         auth_default="optional" if keys is not None else "off",
     )
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    replay: Replay | None = None
+    reporter = Reporter(
+        hub,
+        args.json,
+        sys.stdout,
+        args.appid,
+        args.gocbref,
+        clock=lambda: replay.now_ns if replay is not None else 0,
+        quiet=bool(args.quiet),
+    )
     clock = CaptureClock(max_gap, reporter.time_jump)
 
     def on_frame(number, ts, data, effects):
         if check is not None:
             check.frame(ts, data)
-        if not args.quiet:
-            reporter.frame(number, ts, data, None, effects)
-
-    def on_effects(effects):
-        if not args.quiet:
-            reporter.effects(effects)
+        reporter.frame(number, ts, data, None, effects)
 
     rgoose = receiver_for(hub, config.subscriptions, keys)  # UDP 102 frames of the pcap
-    replay = Replay(hub, args.out, args.speed, on_frame, on_effects, rgoose)
+    replay = Replay(hub, args.out, args.speed, on_frame, reporter.effects, rgoose)
     try:
         replay.run(capture_frames(args.file, args.loop, clock))
     except (CaptureError, CaptureTimeError) as exc:
@@ -162,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     reporter.summary()
     if check is not None and not args.json:
         check.print(as_json=False)
-    return 0
+    return EXIT_FINDINGS if reporter.anomalies.count else 0
 
 
 def run_controller(args: argparse.Namespace) -> int:

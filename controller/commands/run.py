@@ -9,10 +9,11 @@ import sys
 import time
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
 from controller import logs
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
 from controller.commands import _prp
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
@@ -180,7 +181,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.shell.locks import LockError
 
     if args.state is not None:
-        args.state.mkdir(parents=True, exist_ok=True)
+        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+
+        try:
+            prepare_state_folder(args.state)
+        except StateFolderError as exc:
+            raise CommandError(str(exc)) from exc
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
@@ -225,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
         max_open=cfg.agent.max_open_sessions,
         keep_finished=cfg.agent.keep_finished_sessions,
     )
-    agent = AgentBay(bay, service)
+    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
 
     def expired(notice, now_ns: int) -> None:
@@ -251,6 +257,9 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
+    if agent.fault is not None:  # the restore already failed
+        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError
@@ -302,7 +311,14 @@ def run(args: argparse.Namespace) -> int:
     key_service.start()
     live.live.on_round.append(key_service.tick)
     signal.signal(signal.SIGHUP, lambda *_: key_service.request())
-    control.handler = key_service.ops(controller_ops(bay, agent.handle))
+    # the last trips' frame -> device latencies: `status --json` and the web page's histogram
+    control.handler = key_service.ops(
+        controller_ops(
+            bay,
+            agent.handle,
+            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+        )
+    )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )
@@ -316,7 +332,13 @@ def run(args: argparse.Namespace) -> int:
     )
     control.attach(live.live.add_reader, live.live.remove_reader)
     live.live.on_round.append(control.tick)
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: stop as on SIGTERM, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     print(
@@ -369,7 +391,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None):

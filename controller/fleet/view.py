@@ -13,8 +13,26 @@ from typing import Any
 
 from controller.fleet.store import Store
 
+#: no `state` for this long (the uplink sends one at least every 10 s): stale
+STALE_S = 25.0
 
-def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[str, Any]]:
+
+def liveness(
+    bd_seq: int | None,
+    death_bd_seq: int | None,
+    birth_ns: int | None,
+    state_ns: int | None,
+    now_ns: int,
+    stale_s: float = STALE_S,
+) -> str:
+    """`dead`, `stale` or `online`: the one rule, for `fleet status` and the fleet page."""
+    if death_bd_seq is not None and bd_seq is not None and death_bd_seq >= bd_seq:
+        return "dead"
+    fresh = state_ns is not None and now_ns - state_ns <= stale_s * 1e9
+    return "online" if fresh and birth_ns else "stale"
+
+
+def fleet_rows(store: Store, now_ns: int, stale_s: float = STALE_S) -> list[dict[str, Any]]:
     gaps: dict[str, list[list[int]]] = {}
     for g in store.gaps():
         gaps.setdefault(g.controller, []).append([g.seq_first, g.seq_last, int(g.lost)])
@@ -22,9 +40,9 @@ def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[st
     for b in store.bays():
         state = json.loads(b["state"]) if b["state"] else {}
         status = state.get("status") or {}
-        dead = b["death_bd_seq"] is not None and b["death_bd_seq"] >= b["bd_seq"]
-        fresh = b["state_ns"] is not None and now_ns - b["state_ns"] <= stale_s * 1e9
-        liveness = "dead" if dead else ("online" if fresh and b["birth_ns"] else "stale")
+        live = liveness(
+            b["bd_seq"], b["death_bd_seq"], b["birth_ns"], b["state_ns"], now_ns, stale_s
+        )
         lgos = status.get("lgos") or []
         valid = sum(1 for v in lgos if v.get("St") is True)
         alarms = alarm_names(status)
@@ -34,8 +52,8 @@ def fleet_rows(store: Store, now_ns: int, stale_s: float = 25.0) -> list[dict[st
                 "controller": b["controller"],
                 "site": b["site"],
                 "bay": b["bay"],
-                "liveness": liveness,
-                "stale": liveness != "online",
+                "liveness": live,
+                "stale": live != "online",
                 "bdSeq": b["bd_seq"],
                 "version": b["version"],
                 "breaker": status.get("breaker"),

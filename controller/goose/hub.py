@@ -178,6 +178,12 @@ class GooseHub:
         self.runner.feed(pub.id, "publish", now_ns, (tuple(values), utc_ns))
         return self.drain()
 
+    def skip_states(self, gocb_ref: str, by: int, now_ns: int) -> list[Any]:
+        """The publisher's next new state jumps `by` stNums instead of one (a test set's
+        missed-state injection, `publish --stnum-jump`)."""
+        self.runner.feed(self.by_gocb[gocb_ref].id, "skip_states", now_ns, by)
+        return self.drain()
+
     def set_simulation(self, on: bool, now_ns: int) -> list[Any]:
         """The controller's simulation mode (LPHD.Sim) for every subscription."""
         self.bank.set_simulation(on, now_ns)

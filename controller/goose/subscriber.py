@@ -603,7 +603,51 @@ class SubscriberBank:
         )
 
     def views(self) -> list[LgosView]:
-        return [self.view(s.id) for s in self.streams.values()]
+        """Every subscription's LGOS view: a configured one never received is listed too
+        (St false, `never_received`), the line that matters most when commissioning."""
+        out = [self.view(s.id) for s in self.streams.values()]
+        for key, sub in self.subs.items():
+            if key not in self.streams:
+                out.append(_never_received(sub))
+        return out
+
+    def rows(self, now_ns: int | None = None) -> list[dict[str, Any]]:
+        """One row per stream (real and simulated) as a tracker shows it: quality state,
+        active side, stNum, sqNum (the fast path's when newer), confRev, the announced TAL
+        and, given `now_ns`, the time it has left; counts by classification. For
+        `goosectl status --json` and the web page; never on the frame path."""
+        out = []
+        for s in self.streams.values():
+            for x in (s, s.sim):
+                if x is None:
+                    continue
+                m = self.runner.machines[x.id]
+                c = m.ctx
+                sq = c["sq"] if c["sq"] is not None and c["sq"] >= x.sq else x.sq
+                deadline = max(x.deadline, (c["rx_ns"] or 0) + c["tal_ns"]) if c["rx_ns"] else 0
+                out.append(
+                    {
+                        "stream": x.label,
+                        "id": x.id,
+                        "gocbRef": x.gocb_ref,
+                        "appid": x.appid,
+                        "simulated": x.is_sim,
+                        "state": m.state,
+                        "side": c["side"],
+                        "sides": {k: self.runner.machines[v].state for k, v in x.side_ids.items()},
+                        "stNum": c["st"],
+                        "sqNum": sq,
+                        "confRev": c["conf_rev"],
+                        "tal_ms": c["tal_ns"] // 1_000_000 if c["rx_ns"] else None,
+                        "tal_left_ms": (
+                            max(0, (deadline - now_ns) // 1_000_000)
+                            if now_ns is not None and deadline
+                            else None
+                        ),
+                        "counts": dict(sorted(x.counts.items())),
+                    }
+                )
+        return out
 
     def current_values(self, stream_id: str) -> tuple[str, tuple] | None:
         """(stream id, values) of the state that acts now, or None while the subscription
@@ -700,6 +744,24 @@ def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
     recent[pair] = side
     if len(recent) > AB_WINDOW:
         recent.popitem(last=False)
+
+
+def _never_received(sub: SubscriptionCfg) -> LgosView:
+    """The LGOS view of a configured subscription no frame has opened yet."""
+    return LgosView(
+        f"{sub.label}@{sub.appid:04x}/{format_mac(sub.dst)}",
+        sub.label,
+        sub.gocb_ref,
+        sub.appid,
+        False,
+        False,
+        None,
+        sub.conf_rev,
+        None,
+        "never_received",
+        False,
+        format_mac(sub.src) if sub.src is not None else None,
+    )
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:

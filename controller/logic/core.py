@@ -236,13 +236,18 @@ class BayController:
             if current is not None:
                 self._input(rule, *rule.read(current[1], test), now_ns)
 
-    def status(self) -> dict[str, Any]:
-        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS."""
+    def status(self, now_ns: int | None = None) -> dict[str, Any]:
+        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS; and each
+        stream's tracker row (`streams`, with the TAL left at `now_ns` when given), which
+        `goosectl web` draws."""
         return {
             "mode": self.mode_name,
             "simulation": self.simulation,
             "breaker": self.bay.state,
             "position": self.bay.ctx["position"],
+            # the device's time of that position (UTC ns, 0 before the first report)
+            "position_utc_ns": self.bay.ctx["position_t_ns"],
+            "device_alarms": {k: bool(v) for k, v in self.bay.ctx["device_alarms"].items()},
             "link": self.link.state,
             "interlocks": dict(self.bay.ctx["interlocks"]),
             "inputs": {
@@ -254,6 +259,7 @@ class BayController:
                 for name, m in self.input_machines.items()
             },
             "lgos": [v.as_json() for v in self.hub.lgos()],
+            "streams": self.hub.bank.rows(now_ns),
         } | ({"auth": self.hub.bank.auth.counters()} if self.hub.bank.auth is not None else {})
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:
@@ -461,6 +467,9 @@ class BayController:
             return [("spring", bool(le.get("charged")))]
         if kind == "alarm":
             return [("device_alarm", {"name": le.get("alarm"), "active": le.get("active")})]
+        if kind == "sequence_resync":
+            data = {"refused": le.get("refused"), "resent": le.get("resent"), "command": le.command}
+            return [("link_resync", data)]
         if kind == "link_state":
             out = [("link", le.get("state"))]
             pos = self.link.view.get("position")

@@ -68,6 +68,8 @@ class Replay:
         self.on_effects = on_effects
         self.frames = 0
         self.sent = 0
+        #: the virtual time of what the callbacks are told about (a frame's, a timer's)
+        self.now_ns = 0
 
     def _emit(self, effects: list[Any], ts_ns: int) -> None:
         for e in effects:
@@ -84,6 +86,7 @@ class Replay:
             if d is None or d > now_ns:
                 return
             out = hub.advance(d)
+            self.now_ns = d
             self._emit(out, d)
             if self.on_effects is not None:
                 self.on_effects(out)
@@ -106,6 +109,7 @@ class Replay:
                 if delay > 0:
                     time.sleep(delay / 1e9)
             self._advance(ts)
+            self.now_ns = ts
             if is_goose(data):
                 judged = [(data, self.hub.frame(data, "A", ts))]
             else:  # R-GOOSE: each goosePdu of the SPDU, as the frame a subscriber reads

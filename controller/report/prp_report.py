@@ -57,17 +57,17 @@ class PrpReporter(Reporter):
         finally:
             self._fields = None
 
-    def _emit(self, obj: dict, text: Any) -> None:
+    def _emit(self, obj: dict, text: Any, always: bool = False) -> None:
         fields = self._fields
         if fields is None or "frame" not in obj:
-            super()._emit(obj, text)
+            super()._emit(obj, text, always)
             return
         obj.update(fields)
         lan = {10: "A", 11: "B"}.get(fields["prp.trailer.prp_lan"], "?")
         note = f" prp seq={fields['prp.trailer.prp_sequence_nr']} lan={lan}"
         if fields.get("prp.wrong_lan"):
             note += " WRONG-LAN"
-        super()._emit(obj, lambda: text() + note)
+        super()._emit(obj, lambda: text() + note, always)
 
     def prp(self, status: dict[str, Any]) -> None:
         """The LRE's closing report: counters, node table."""

@@ -50,11 +50,14 @@ __all__ = [
 Handler = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
-def controller_ops(bay: Any, fallback: Handler) -> Handler:
+def controller_ops(
+    bay: Any, fallback: Handler, extra: Callable[[], dict[str, Any]] | None = None
+) -> Handler:
     """The control socket's handler: `{"op": "mode"}` reads or sets the behaviour mode
     (`mode`: on, test, test-blocked, off) and simulation mode (`simulation`: bool), each
     change journaled; `{"op": "controller"}` is `goosectl status` (modes, bay, inputs,
-    LGOS of every subscription). Anything else goes to `fallback` (the agent service)."""
+    LGOS of every subscription; `extra` adds what the shell measures, e.g. the last trip
+    latencies). Anything else goes to `fallback` (the agent service)."""
 
     def handle(req: dict[str, Any], now_ns: int) -> dict[str, Any]:
         op = req.get("op")
@@ -75,7 +78,7 @@ def controller_ops(bay: Any, fallback: Handler) -> Handler:
                 "changed": changed,
             }
         if op == "controller":
-            return {"ok": True, **bay.status()}
+            return {"ok": True, **bay.status(now_ns), **(extra() if extra else {})}
         return fallback(req, now_ns)
 
     return handle

@@ -7,7 +7,7 @@ kernel drops it when the process dies, however it dies, so a lock is never stale
 that is held is refused with the pid of its holder, read from /proc/locks (the kernel's
 list), so the message names the other controller: ``state folder /x: in use by pid 4242``.
 The serial device is locked where it is opened (`protocols.serial.port.open_serial`,
-flock and TIOCEXCL on the port's own descriptor).
+flock and, except on a pty, TIOCEXCL on the port's own descriptor).
 """
 
 from __future__ import annotations

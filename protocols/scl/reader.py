@@ -29,6 +29,9 @@ from protocols.scl.model import (
 )
 from protocols.scl.xmltree import Node
 
+#: the start of the finding for a second IED of a name already used: a config refuses the
+#: file on it (which IED `--ied` means would be a guess)
+SECOND_IED = "a second IED named"
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}([-:][0-9A-Fa-f]{2}){5}$")
 #: Unit multipliers of a duration (SCL's tUnitMultiplierEnum), as factors of a second.
 MULTIPLIER = {"": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9, "k": 1e3, "c": 1e-2, "d": 1e-1}
@@ -40,7 +43,8 @@ def read_document(root: Node, source: str, findings: Findings) -> SclDocument:
     seen: dict[str, Ied] = {}
     for ied in ieds:
         if ied.name in seen:
-            findings.add(ied.node, f'a second IED named "{ied.name}" (the first is read)')
+            first = seen[ied.name].node.line
+            findings.add(ied.node, f'{SECOND_IED} "{ied.name}" (the first is on line {first})')
         else:
             seen[ied.name] = ied
     gse = [

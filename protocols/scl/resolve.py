@@ -154,6 +154,8 @@ class Scl:
     ieds: dict[str, IedView]
     gocbs: dict[str, GoCB]
     findings: list[SclFinding]
+    #: IEDs of the file read past (`parse_scl(ied=...)` keeps only what one IED needs)
+    unread: frozenset[str] = frozenset()
 
     @property
     def source(self) -> str:
@@ -230,7 +232,7 @@ class _Resolver:
                     self.ext_ref(view, ld, ln, e)
                 if ln.ln_class == "LGOS":
                     view.lgos.append(self.lgos(ld, ln, gocbs))
-        return Scl(self.doc, views, gocbs, self.f.items)
+        return Scl(self.doc, views, gocbs, self.f.items, self.unread)
 
     # -- control blocks ---------------------------------------------------------------------
 

@@ -82,10 +82,13 @@ def test_a_bad_key_file_names_file_and_reason(signed_capture, capsys, tmp_path) 
 
 
 def test_replay_json_reports_the_verdict_and_refuses_bad_frames(signed_capture, capsys) -> None:
-    """Observed streams with --keys: a signed frame must verify, unsigned ones are shown."""
+    """Observed streams with --keys: a signed frame must verify, unsigned ones are shown;
+    the refused forgeries are anomalies, so the replay exits 1 and names them."""
     path, keys = signed_capture
-    assert goosectl(["replay", str(path), "--json", "--keys", str(keys)]) == 0
+    assert goosectl(["replay", str(path), "--json", "--keys", str(keys)]) == 1
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
+    (anomalies,) = [x for x in lines if x.get("event") == "anomalies"]
+    assert "auth_refused" in json.dumps(anomalies), anomalies
     frames = [x for x in lines if "frame" in x and "stNum" in x]
     assert [(x["stNum"], x["auth"]["status"], x["class"]) for x in frames] == [
         (1, "verified", "first"),

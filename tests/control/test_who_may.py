@@ -64,7 +64,10 @@ def as_member(sock: Path, *agent: str) -> tuple[int, dict]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")}
     done = goosectl("agent", "--control", str(sock), *agent, prefix=prefix, check=False,
                     env=env | {"HOME": "/tmp"})  # fmt: skip
-    assert done.returncode in (0, 1), done.stderr
+    if done.returncode == 2:  # a refusal: one line on stderr, nothing on stdout
+        assert done.stdout == "" and done.stderr.startswith("goosectl: agent "), done
+        return 2, {"ok": False, "error": done.stderr.split(": ", 2)[2].strip()}
+    assert done.returncode == 0, done.stderr
     return done.returncode, json.loads(done.stdout)
 
 
@@ -78,7 +81,7 @@ def test_a_supplementary_member_is_admitted_but_confirms_only_its_own_sessions(
     code, listed = as_member(ctl.sock, "list")
     assert code == 0 and listed["ok"], listed
     code, refused = as_member(ctl.sock, "confirm", root_session["session"])
-    assert code == 1 and refused["error"].startswith(
+    assert code == 2 and refused["error"].startswith(
         f"permission denied: session {root_session['session']} was started by uid 0"
     ), refused
     status = ctl.request({"op": "status", "session": root_session["session"]})

@@ -212,6 +212,7 @@ def test_listen_and_publish_rgoose_over_unicast_loopback(tmp_path):
             [sys.executable, "-m", "controller", "publish", "--rgoose", "127.0.0.1",
              "--keys", str(keys), "--key-id", "7", "--gocbref", "IED1LD0/LLN0$GO$trip",
              "--appid", "0x1010", "--dst", "01:0c:cd:01:00:10", "--max-time", "200",
+             "--duration", "2",
              "--values", '[{"type":"boolean","value":false}]'],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip

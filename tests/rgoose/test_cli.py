@@ -88,7 +88,7 @@ def test_replay_trips_on_a_signed_rgoose_trip_only(tmp_path, capsys) -> None:
         ],
     )
     args = ["replay", str(pcap), "--json", "--config", str(cfg), "--keys", str(_keys(tmp_path))]
-    assert goosectl(args) == 0
+    assert goosectl(args) == 1  # the forgeries are findings (exit 1)
     lines = [json.loads(x) for x in capsys.readouterr().out.splitlines()]
     frames = [(x["stNum"], x["class"], x["allData"][0]["value"]) for x in lines if "frame" in x]
     assert frames == [
@@ -99,5 +99,7 @@ def test_replay_trips_on_a_signed_rgoose_trip_only(tmp_path, capsys) -> None:
     ]
     (rg,) = [x for x in lines if x.get("event") == "rgoose"]
     assert rg["counts"]["spdu_replay"] == 2
-    counters = lines[-1]
-    assert counters["event"] == "counters"
+    (anomalies,) = [x for x in lines if x.get("event") == "anomalies"]
+    kinds = {a["kind"]: a["frames"] for s in anomalies["streams"].values() for a in s}
+    assert kinds["unsigned"] == [2] and kinds["bad_mac"] == [3]
+    assert lines[-1]["event"] == "counters"

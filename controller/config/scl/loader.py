@@ -25,6 +25,7 @@ what the SCL gives. An overlay entry for a subscription or publisher names it by
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +51,9 @@ from protocols.goose import (
     to_json,
 )
 from protocols.scl import Binding, GoCB, IedView, Scl, SclError, load_scl
+from protocols.scl.reader import SECOND_IED
+
+log = logging.getLogger(__package__)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -368,11 +372,43 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
 
 
 def read_scl(path: Path, ied: str | None = None) -> Scl:
-    """The SCL file (`ied`: only what that IED needs, `protocols.scl.parse_scl`)."""
+    """The SCL file a config is built from (`ied`: only what that IED needs,
+    `protocols.scl.parse_scl`); two IEDs of one name are an error naming both lines,
+    since `--ied NAME` would pick one of them by a rule the user never sees."""
     try:
-        return load_scl(path, ied)
+        scl = load_scl(path, ied)
     except SclError as exc:
         raise SclConfigError(str(exc)) from exc
+    for f in scl.findings:
+        if f.message.startswith(SECOND_IED):
+            raise SclConfigError(
+                f"{f.source}:{f.line}: {f.message}: IED names must be unique in an SCL file"
+            )
+    return scl
+
+
+def warn_no_inputs(scl: Scl, view: IedView) -> None:
+    """A warning when the chosen IED subscribes to nothing: a controller (or listener)
+    built from it has no inputs, which is nearly always the wrong `--ied`. It names the
+    IED's role (its description) and the IEDs that do subscribe."""
+    if view.bindings:
+        return
+    role = f" ({view.ied.desc})" if view.ied.desc else ""
+    others = ", ".join(n for n, v in scl.ieds.items() if v.bindings) or "none"
+    tail = f"IEDs that subscribe: {others}"
+    if scl.unread:  # read for this IED alone: the others' subscriptions were never built
+        tail = (
+            f"the file was read for {view.name} alone, its other IEDs "
+            f"({', '.join(sorted(scl.unread))}) not: `goosectl scl show` tells which subscribe"
+        )
+    log.warning(
+        "%s: IED %s%s subscribes to no GOOSE stream: the config has no subscriptions and "
+        "no inputs (%s)",
+        scl.source,
+        view.name,
+        role,
+        tail,
+    )
 
 
 def validate(model: type[M], data: dict[str, Any], source: str, line_of: LineOf | None) -> M:
@@ -387,7 +423,9 @@ def load_scl_config(path: Path, model: type[M], ied: str | None) -> M:
     """An SCL file used directly as `--config` with `--ied NAME`."""
     scl = read_scl(path, ied)
     data, _notes = config_data(scl, ied)
-    return validate(model, data, f"{path} (IED {pick_ied(scl, ied).name})", None)
+    view = pick_ied(scl, ied)
+    warn_no_inputs(scl, view)
+    return validate(model, data, f"{path} (IED {view.name})", None)
 
 
 def load_overlay(
