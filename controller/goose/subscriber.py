@@ -192,13 +192,15 @@ class SubscriberBank:
         #: judged by its stream machine: the reference the fast path is tested against
         self.fast_path = True
 
-    def merge_sides(self) -> None:
+    def merge_sides(self, on: bool = True) -> None:
         """Frames arrive on two networks (`listen --iface-b`, `run` with interface B): every
         stream not configured for A/B is merged as `ab: {mode: merge}`, so the second copy
         of each frame is a duplicate whatever order the two sockets' batches come in. On
         one stream machine alone, A's n and n+1 before B's n made B's n `out_of_order`,
-        the machine followed it, and B's n+1 was a second `retransmission`."""
-        self.default_ab = ABCfg()
+        the machine followed it, and B's n+1 was a second `retransmission`. Off (`on`
+        false) where the networks are merged below GOOSE already (native PRP's duplicate
+        discard passes one copy: a GOOSE-level merge would call the other side lost)."""
+        self.default_ab = ABCfg() if on else None
 
     # -- frames -------------------------------------------------------------------------
 

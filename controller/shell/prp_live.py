@@ -205,5 +205,6 @@ def attach(live: LiveGoose, cfg: PrpCfg) -> PrpLive | None:
         return None
     prp = PrpLive(live, cfg)
     live.prp = prp
+    live.hub.bank.merge_sides(False)  # the LRE keeps the first copy; GOOSE sees one LAN
     live.on_round.append(prp.round)
     return prp

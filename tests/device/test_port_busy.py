@@ -73,7 +73,9 @@ def test_a_second_run_after_the_first_stopped_opens_the_port(unprivileged):
             ctl = _run(prefix, folder, name, "--duration", "2")
             _out, err = ctl.communicate(timeout=120)
             assert ctl.returncode == 0, err
-            assert "busy" not in err and "link=up" in err, err
+            # the link came up: the timeline says so the moment it does (a status line is
+            # once a second, and on a loaded host the last one may still say degraded)
+            assert "busy" not in err and "link_state up" in err, err
     finally:
         sim.terminate()
         sim.communicate(timeout=20)
