@@ -4,6 +4,10 @@ One line per GOOSE frame. Non-GOOSE frames are skipped silently; a malformed GOO
 prints an error line (frame number, offset, field, reason) and decoding continues, so
 one bad frame never hides the rest of a capture. Exit 0 when the file was read to the
 end, 2 when it could not be read (the frames before the defect are still printed).
+
+R-GOOSE (UDP port 102) is read too: one line per goosePdu an SPDU carries, with the SPDU's
+addresses, number and key id (`rgoose`), and with --keys its verdict (`auth`); a malformed
+SPDU, or an encrypted one no key decrypts, is an error line like a malformed frame.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import Any
 
 from controller.cli import CommandError
 from controller.commands._auth_args import add_keys_args, keys_for
+from controller.commands._rgoose import units
 from controller.display import printable
 from controller.goose.auth import judge
 from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
@@ -135,6 +140,22 @@ def _error_obj(number: int, time: float, exc: GooseError) -> dict[str, Any]:
     }
 
 
+def _rgoose_text(obj: dict[str, Any]) -> str:
+    r = obj.get("rgoose")
+    if r is None:
+        return ""
+    return f" rgoose={r['src']}->{r['dst']} spdu={r['spdu_number']} key={r['key_id']}"
+
+
+def _show_error(
+    out: Any, as_json: bool, number: int, time: float, t0: float, exc: GooseError
+) -> None:
+    if as_json:
+        out.write(json.dumps(_error_obj(number, time, exc)) + "\n")
+    else:
+        out.write(printable(f"{number:>6} {time - t0:12.6f} error: {exc}") + "\n")
+
+
 def run(args: argparse.Namespace) -> int:
     out = sys.stdout
     t0: float | None = None
@@ -146,7 +167,12 @@ def run(args: argparse.Namespace) -> int:
     keys = keys_for(args, None) if args.keys else None
     profile = PROFILES[args.auth_profile or DEFAULT_PROFILE]
     try:
-        for cap in read_capture(args.file):
+        for cap in units(read_capture(args.file), keys):  # R-GOOSE expanded (UDP 102)
+            if cap.error is not None:  # an SPDU that cannot be read
+                t0 = cap.ts_ns / 1e9 if t0 is None else t0
+                _show_error(out, args.json, cap.number, cap.ts_ns / 1e9, t0, cap.error)
+                shown += 1
+                continue
             if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
                 skipped += 1
                 if debug:
@@ -177,9 +203,13 @@ def run(args: argparse.Namespace) -> int:
                 continue
             shown += 1
             obj = frame_to_json(frame, number=cap.number, time=time)
+            if cap.rgoose is not None:
+                obj["rgoose"] = cap.rgoose
             if keys is not None:
-                obj["auth"] = judge(cap.data, keys, profile, cap.ts_ns)[0].as_json()
-            out.write((json.dumps(obj) if args.json else _table_line(obj, t0)) + "\n")
+                verdict = cap.verdict or judge(cap.data, keys, profile, cap.ts_ns)[0]
+                obj["auth"] = verdict.as_json()
+            line = json.dumps(obj) if args.json else _table_line(obj, t0) + _rgoose_text(obj)
+            out.write(line + "\n")
     except CaptureError as exc:
         out.flush()
         raise CommandError(f"cannot read capture: {exc}") from None

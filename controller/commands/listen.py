@@ -24,6 +24,7 @@ from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
+from controller.goose.rgoose import receiver_for
 from controller.report.prp_report import PrpReporter
 from controller.shell.goose_live import (
     CONTROLLER_RING,
@@ -32,6 +33,7 @@ from controller.shell.goose_live import (
     require_raw_sockets,
 )
 from controller.shell.keys import KeyService
+from controller.shell.rgoose_live import listen as rgoose_listen
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
 from protocols.goose import Vlan
 
@@ -40,7 +42,16 @@ log = logging.getLogger(__package__)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("listen", help="live GOOSE subscriber on raw Ethernet (root)")
-    p.add_argument("--iface", required=True, help="interface of network A")
+    p.add_argument("--iface", help="interface of network A (required without --rgoose)")
+    p.add_argument(
+        "--rgoose",
+        metavar="ADDR[:PORT]",
+        help="also receive R-GOOSE over UDP: a multicast group to join, or a unicast "
+        "address to bind (port 102 by default)",
+    )
+    p.add_argument(
+        "--rgoose-iface", default="", metavar="IPV4", help="join the group on this address"
+    )
     p.add_argument("--iface-b", help="interface of network B (redundant A/B)")
     p.add_argument(
         "--config",
@@ -64,7 +75,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def open_live(
-    hub: GooseHub, iface: str, iface_b: str | None, ring: RingSpec | None = CONTROLLER_RING
+    hub: GooseHub, iface: str | None, iface_b: str | None, ring: RingSpec | None = CONTROLLER_RING
 ) -> LiveGoose:
     reason = require_raw_sockets()
     if reason:
@@ -123,7 +134,17 @@ def run(args: argparse.Namespace) -> int:
         keys=keys,
         auth_default="optional" if keys is not None else "off",
     )
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
+    rgoose = None
+    if args.rgoose:
+        try:
+            receiver = receiver_for(hub, config.subscriptions, keys)
+            rgoose = rgoose_listen(live, receiver, args.rgoose, args.rgoose_iface)
+        except (OSError, ValueError) as exc:
+            live.close()
+            raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
     key_service = KeyService(hub, args.keys or config.keys)
     key_service.start()
     live.on_round.append(key_service.tick)
@@ -159,6 +180,7 @@ def run(args: argparse.Namespace) -> int:
     ready = {
         "event": "listening",
         "ifaces": [i for i in (args.iface, args.iface_b) if i],
+        **({"rgoose": args.rgoose} if args.rgoose else {}),
         "rx": live.rx_modes,
     }
     print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
@@ -175,6 +197,10 @@ def run(args: argparse.Namespace) -> int:
             prp.close()
             prp.lre.settle()  # every duplicate-table entry counted
     print(stats_line(live))
+    if rgoose is not None:
+        rgoose.close()
+        counts = {"datagrams": rgoose.datagrams, **rgoose.receiver.counters()}
+        print(json.dumps({"event": "rgoose", "counts": counts}))
     if prp is not None:
         reporter.prp(prp.status())
     if check is not None and args.json:

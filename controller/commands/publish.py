@@ -18,10 +18,12 @@ from controller.commands import _prp
 from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.listen import open_live
 from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
+from controller.config.keys import KeyFile
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.report.goose_report import Reporter
 from controller.shell.keys import KeyService
+from controller.shell.rgoose_live import RgoosePublisher, open_socket, parse_target
 from protocols.goose import GooseError, all_data_from_json, data_shape
 
 log = logging.getLogger(__package__)
@@ -33,8 +35,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="publish GOOSE on raw Ethernet (root); each line on "
         "stdin holding a JSON value list is a state change",
     )
-    p.add_argument("--iface", required=True)
+    p.add_argument("--iface", help="interface of network A (required without --rgoose)")
     p.add_argument("--iface-b")
+    p.add_argument(
+        "--rgoose",
+        metavar="ADDR[:PORT]",
+        help="publish R-GOOSE over UDP to this unicast or multicast IPv4 address (port "
+        "102 by default) instead of raw Ethernet; --key-id signs (HMAC) or encrypts "
+        "(aes-128-gcm) every SPDU",
+    )
+    p.add_argument(
+        "--rgoose-iface", default="", metavar="IPV4", help="send multicast from this address"
+    )
     add_keys_args(p)
     p.add_argument(
         "--key-id",
@@ -197,6 +209,24 @@ def run(args: argparse.Namespace) -> int:
     return serve(args, cfg)
 
 
+def _rgoose_publisher(args: argparse.Namespace, keys: KeyFile | None) -> RgoosePublisher:
+    """The R-GOOSE sender of `--rgoose`, with the key of `--key-id` (an HMAC or
+    aes-128-gcm key of --keys)."""
+    key = None
+    if args.key_id is not None:
+        key = keys.keys.get(args.key_id) if keys is not None else None
+        if key is None:
+            raise CommandError(f"--key-id {args.key_id}: not a key of --keys")
+        if key.key.algorithm.gmac:
+            raise CommandError(f"--key-id {args.key_id}: R-GOOSE signs with HMAC or aes-128-gcm")
+    try:
+        target = parse_target(args.rgoose)
+        sock = open_socket("0.0.0.0", 0, (), args.rgoose_iface)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
+    return RgoosePublisher(sock, target, key)
+
+
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
     if args.stnum_jump is not None and args.stnum_jump < 1:
         raise CommandError("--stnum-jump must be >= 1 (1 is an ordinary state change)")
@@ -204,12 +234,17 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
         cfg = cfg.model_copy(update={"initial": test_flagged(cfg.model_dump()["initial"])})
     if args.duration is not None and not args.duration > 0:  # also refuses NaN
         raise CommandError("--duration must be > 0 seconds")
-    if args.key_id is not None:
+    if args.key_id is not None and not args.rgoose:
         cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
     goose = with_profile(args, _prp.config_with(GooseConfig(publishers=[cfg]), args))
     keys = keys_for(args, goose)
     hub = GooseHub(goose, keys=keys)
     live = open_live(hub, args.iface, args.iface_b)
+    rgoose = _rgoose_publisher(args, keys) if args.rgoose else None
+    if rgoose is not None:
+        live.transports.append(rgoose)
     key_service = KeyService(hub, args.keys)
     key_service.start()
     live.on_round.append(key_service.tick)
@@ -277,6 +312,7 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 "stNum": c["st"],
                 "sqNum": c["sq"],
                 "sent": live.sent,
+                **({"rgoose": rgoose.counters()} if rgoose is not None else {}),
                 **({"prp": prp.lre.counters()} if prp is not None else {}),
             }
         )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from controller.config.validate import ConfigError
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.goose.hub import GooseHub
+from controller.goose.rgoose import receiver_for
 from controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
     CaptureClock,
@@ -145,13 +147,24 @@ def run(args: argparse.Namespace) -> int:
             check.frame(ts, data)
         reporter.frame(number, ts, data, None, effects)
 
-    replay = Replay(hub, args.out, args.speed, on_frame, reporter.effects)
+    rgoose = receiver_for(hub, config.subscriptions, keys)  # UDP 102 frames of the pcap
+    replay = Replay(hub, args.out, args.speed, on_frame, reporter.effects, rgoose)
     try:
         replay.run(capture_frames(args.file, args.loop, clock))
     except (CaptureError, CaptureTimeError) as exc:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
+    if rgoose.counts:  # SPDUs refused before any subscription (malformed, replayed ...)
+        counts = rgoose.counters()
+        sys.stdout.write(
+            (
+                json.dumps({"event": "rgoose", "counts": counts})
+                if args.json
+                else f"rgoose: {counts}"
+            )
+            + "\n"
+        )
     if check is not None and args.json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()

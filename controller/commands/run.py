@@ -26,6 +26,7 @@ from controller.shell.goose_live import require_raw_sockets
 from controller.shell.journal_writer import LiveJournals, Retention
 from controller.shell.keys import KeyService
 from controller.shell.output_pump import LinePump
+from controller.shell.rgoose_live import attach_subscriptions
 
 PROCEDURES = shipped("controller.agent", "procedures")
 
@@ -300,6 +301,12 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
+    try:  # R-GOOSE: the `rgoose:` subscriptions' UDP sockets, served by the same loop
+        rgoose_listeners = attach_subscriptions(live.live, cfg.goose.subscriptions, keys)
+    except OSError as exc:
+        live.live.close()
+        abandon()
+        raise CommandError(f"rgoose: cannot open the UDP socket: {exc}") from exc
     key_service = KeyService(bay.hub, args.keys or cfg.goose.keys, control.log)
     key_service.start()
     live.live.on_round.append(key_service.tick)
@@ -354,6 +361,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.run(until)
     finally:
+        for listener in rgoose_listeners:
+            listener.close()
         control.close()
         journals.close()
         logs.unroute()
@@ -365,6 +374,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "event": "stopped",
                 "breaker": bay.bay.state,
+                **({"rgoose": rgoose_listeners[0].receiver.counters()} if rgoose_listeners else {}),
                 "mode": bay.mode_name,
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,

@@ -81,6 +81,26 @@ class ABCfg(Cfg):
     vlan_b: int | None = None
 
 
+class RgooseCfg(Cfg):
+    """R-GOOSE for a subscription (docs/security-62351-6.md): its SPDUs are received on UDP
+    besides raw Ethernet, into the same stream, gates and policy."""
+
+    # a multicast group to join, or a unicast address of this host to bind
+    address: str
+    port: int = Field(default=102, ge=1, le=65535)
+    # the IPv4 address of the interface to join the group on ("" = the kernel's choice)
+    iface: str = ""
+
+    @field_validator("address", "iface")
+    @classmethod
+    def _ipv4(cls, v: str) -> str:
+        if v:
+            parts = v.split(".")
+            if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+                raise ValueError(f"{v!r} is not an IPv4 address")
+        return v
+
+
 class SubscriptionCfg(Cfg):
     name: str | None = None
     gocb_ref: str
@@ -102,6 +122,8 @@ class SubscriptionCfg(Cfg):
     # IEC 62351-6 (docs/security-62351-6.md): off, optional (signed frames must verify) or
     # required (only verified frames reach the stream); an SCL's securityEnable sets it
     auth: Literal["off", "optional", "required"] = "off"
+    # R-GOOSE: also receive this stream's SPDUs over UDP (`run`)
+    rgoose: RgooseCfg | None = None
 
     _num = field_validator("appid", "vlan", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)

@@ -33,9 +33,11 @@ from controller.config.base import Cfg
 from controller.config.validate import ConfigError, validate_data
 from controller.engine.findings import TableError
 from controller.engine.loader import read_document
-from protocols.goose.security import ALGORITHMS, MacKey
+from protocols.goose.security import ALGORITHMS, CIPHERS, MacKey
 
-AlgorithmName = Literal["hmac-sha256-80", "hmac-sha256-128", "hmac-sha256-256", "aes-gmac-128"]
+AlgorithmName = Literal[
+    "hmac-sha256-80", "hmac-sha256-128", "hmac-sha256-256", "aes-gmac-128", "aes-128-gcm"
+]
 #: a secret file is not read past this (a key is tens of octets; a FIFO must not hang us)
 MAX_SECRET_BYTES = 4096
 
@@ -155,7 +157,7 @@ def load_keys(path: str | Path) -> KeyFile:
         secret_path = entry.secret if entry.secret.is_absolute() else p.parent / entry.secret
         secret = read_secret(secret_path, where)
         try:
-            mac_key = MacKey(entry.key_id, ALGORITHMS[entry.algorithm], secret)
+            mac_key = MacKey(entry.key_id, (ALGORITHMS | CIPHERS)[entry.algorithm], secret)
         except ValueError as exc:
             raise ConfigError(f"{where}: {secret_path}: {exc}") from None
         keys[entry.key_id] = Key(mac_key, _ns(entry.not_before), _ns(entry.not_after), entry.chain)

@@ -204,6 +204,9 @@ class AuthGate:
         #: and the policy that judged it
         self.last: Verdict | None = None
         self.last_policy: Policy = self.default
+        #: the verdict of the transport that carried the next frame (R-GOOSE: the SPDU's,
+        #: `controller/goose/rgoose.py`), used once instead of judging a Layer-2 extension
+        self.carried: Verdict | None = None
 
     @property
     def active(self) -> bool:
@@ -226,6 +229,7 @@ class AuthGate:
 
     def check(self, buf: bytes, now_ns: int) -> bytes | None:
         """The frame the subscriber reads (unsigned once verified), or None if refused."""
+        carried, self.carried = self.carried, None
         pol = self.policy(buf)
         self.last_policy = pol
         mode = pol.mode
@@ -233,7 +237,7 @@ class AuthGate:
             self.last = None
             return buf
         mem = pol.remember
-        if mem is not None:
+        if mem is not None and carried is None:
             # a frame whose extension is the last verified one's but for the MAC (same key
             # id and key times), behind a header (APPID, Length, Reserved1/2) already seen
             # to announce it: a retransmission, or a new state of the same length class
@@ -257,12 +261,16 @@ class AuthGate:
                         )
                     self._refuse(pol, bad, now_ns)
                     return None
-        verdict, out = judge(buf, self.keys, self.profile, now_ns + self.utc_offset_ns)
+        if carried is not None:
+            verdict, out = carried, buf
+        else:
+            verdict, out = judge(buf, self.keys, self.profile, now_ns + self.utc_offset_ns)
         self.last = verdict
         status = verdict.status
         if status == "verified":
             pol.verified += 1
-            self._remember(pol, buf, verdict)
+            if carried is None:
+                self._remember(pol, buf, verdict)
             if pol.key_id != verdict.key_id:  # the first verified frame, or a new key id
                 pol.key_id = verdict.key_id
                 self._feed(pol, "verified", now_ns, (verdict.key_id, verdict.algorithm))
@@ -414,7 +422,7 @@ class Signer:
 
     def sign(self, frame: bytes, utc_ns: int) -> bytes | None:
         key = self.key(utc_ns)
-        if key is None:
+        if key is None or key.key.algorithm.encrypts:  # a GCM key signs no Layer-2 frame
             self.unsigned += 1
             return None
         iv = None

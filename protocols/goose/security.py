@@ -27,6 +27,7 @@ from functools import lru_cache
 from hashlib import sha256
 from typing import Final
 
+from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from protocols.goose.ber import encode_length, encode_signed, read_length, tlv
@@ -52,6 +53,8 @@ class Algorithm:
     mac_len: int
     gmac: bool
     code: int
+    #: an AEAD that encrypts as well (R-GOOSE's AES-128-GCM): never a Layer-2 MAC key
+    encrypts: bool = False
 
 
 #: The algorithms a key entry may name (libiec61850 `MCSignatureAlgorithm` codes).
@@ -64,6 +67,12 @@ ALGORITHMS: Final[dict[str, Algorithm]] = {
         Algorithm("aes-gmac-128", 16, True, 4),
     )
 }
+#: the ciphers a key entry may name besides, R-GOOSE only (`protocols/rgoose/spdu.py`):
+#: the SPDU's payload encrypted, the 16-octet GCM tag in its trailer (the code is
+#: IEC 61850-90-5's encryption value). A Layer-2 frame naming such a key fails as bad_mac
+CIPHERS: Final[dict[str, Algorithm]] = {
+    a.name: a for a in (Algorithm("aes-128-gcm", 16, False, 1, encrypts=True),)
+}
 
 
 class MacKey:
@@ -74,7 +83,7 @@ class MacKey:
     def __init__(self, key_id: int, algorithm: Algorithm, secret: bytes) -> None:
         if not 0 < key_id <= 0xFFFFFFFF:
             raise ValueError(f"key id {key_id} outside 1..2**32-1")
-        if algorithm.gmac:
+        if algorithm.gmac or algorithm.encrypts:
             if len(secret) != 16:
                 raise ValueError(f"{algorithm.name} needs a 16-octet secret, got {len(secret)}")
             self._aes: AESGCM | None = AESGCM(secret)
@@ -89,6 +98,8 @@ class MacKey:
 
     def mac(self, domain: bytes, iv: bytes | None) -> bytes:
         """The tag over `domain` (GMAC: `domain` as associated data, nothing encrypted)."""
+        if self.algorithm.encrypts:
+            raise BadExtension(f"{self.algorithm.name} encrypts: it makes no MAC", path="mAC")
         if self._aes is not None:
             if iv is None or len(iv) != IV_LEN:
                 raise BadExtension("AES-GMAC needs a 12-octet IV", path="IV")
@@ -100,11 +111,30 @@ class MacKey:
 
     def check(self, domain: bytes, iv: bytes | None, tag: bytes) -> bool:
         """Whether `tag` is this key's MAC of `domain`, compared in constant time."""
-        if len(tag) != self.algorithm.mac_len:
+        if len(tag) != self.algorithm.mac_len or self.algorithm.encrypts:
             return False
         if (iv is None) == self.algorithm.gmac:
             return False
         return hmac.compare_digest(self.mac(domain, iv), tag)
+
+    def seal(self, iv: bytes, plain: bytes, aad: bytes) -> tuple[bytes, bytes]:
+        """AES-GCM (an `encrypts` key): `plain` -> (ciphertext, tag), `aad` authenticated."""
+        if self._aes is None or not self.algorithm.encrypts or len(iv) != IV_LEN:
+            raise ValueError(f"{self.algorithm.name} does not encrypt with a 12-octet IV")
+        out = self._aes.encrypt(iv, plain, aad)
+        return out[: -self.algorithm.mac_len], out[-self.algorithm.mac_len :]
+
+    def open(self, iv: bytes, cipher: bytes, tag: bytes, aad: bytes) -> bytes | None:
+        """The plaintext of an AES-GCM `cipher`, or None when its tag does not verify (the
+        wrong key, any octet of `aad`, `cipher` or `tag` changed)."""
+        if self._aes is None or not self.algorithm.encrypts:
+            return None
+        if len(iv) != IV_LEN or len(tag) != self.algorithm.mac_len:
+            return None
+        try:
+            return self._aes.decrypt(iv, cipher + tag, aad)
+        except InvalidTag:
+            return None
 
     def check_hmac(self, domain: bytes | memoryview, tag: bytes) -> bool:
         """`check` for an HMAC key whose tag length the caller has checked: the
