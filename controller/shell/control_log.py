@@ -24,13 +24,6 @@ from controller.engine.resources import shipped
 
 log = logging.getLogger(__package__)
 TABLES = shipped("controller.shell", "tables")
-#: Requests that only read. A peer's first answered read is journaled (who looked), later
-#: ones of the same process are only counted, so a client that polls (the fleet uplink,
-#: `goosectl status` in a loop) does not fill the audit trail; a refusal, a change, and any
-#: request relayed for a remote identity (`via`) are always journaled.
-READS = frozenset({"controller", "list", "status"})
-#: processes whose first read was journaled (forgotten past this many)
-MAX_READERS = 4096
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
 
@@ -51,9 +44,6 @@ class ControlLog:
         self.runner = Scheduler(None)
         self.runner.on_step = self._record
         self._detail = ""
-        #: answered requests that only read (`READS`), and the processes that asked
-        self.reads = 0
-        self._readers: set[tuple[Any, Any]] = set()
         self.runner.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)
 
     # -- inputs -------------------------------------------------------------------------
@@ -64,14 +54,6 @@ class ControlLog:
         """One request answered (`ok`) or refused, with who sent it; `via`: the remote
         identity a relay (the fleet uplink) says it carries the request for."""
         ok = bool(reply.get("ok"))
-        if ok and via is None and (op in READS or (op == "mode" and not reply.get("changed"))):
-            self.reads += 1
-            reader = (getattr(peer, "uid", None), getattr(peer, "pid", None))
-            if reader in self._readers:
-                return
-            if len(self._readers) >= MAX_READERS:
-                self._readers.clear()
-            self._readers.add(reader)
         what = f"op={op!r}" if op is not None else "unparsed"
         outcome = "ok" if ok else f"refused: {reply.get('error', '')}"
         session = reply.get("session")
@@ -118,19 +100,14 @@ class ControlLog:
     # -- views --------------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        """Crossings per limit, and the requests answered (changes), read and refused."""
+        """Crossings per limit, and the requests answered and refused."""
         out = {
             mid.removeprefix("limit:"): m.ctx["count"]
             for mid, m in self.runner.machines.items()
             if mid != "control"
         }
         ctl = self.runner.machines["control"].ctx
-        return {
-            "requests.answered": ctl["answered"],
-            "requests.read": self.reads,
-            "requests.refused": ctl["refused"],
-            **out,
-        }
+        return {"requests.answered": ctl["answered"], "requests.refused": ctl["refused"], **out}
 
     def active(self) -> dict[str, str]:
         """Limits whose alarm is up, with the last crossing's detail."""
