@@ -5,15 +5,17 @@ with a capture on the far side. Needs root."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 
 import pytest
 
-from lab.netns import netlab
+from lab.netns import Namespace, netlab
 from protocols.ethernet.rawsock import RawSocket
 from protocols.goose import Boolean, GooseFrame, decode_frame, encode_frame, parse_header
 from tests.support.peers import require_root
@@ -28,6 +30,18 @@ ARGV = [
 ]  # fmt: skip
 
 
+@contextlib.contextmanager
+def wire() -> Iterator[tuple[Namespace, RawSocket]]:
+    """A veth pair between two new namespaces: the publisher's end (tx0) and a capture
+    socket on the far end (rx0)."""
+    with netlab() as lab:
+        near, far = lab.namespace(), lab.namespace()
+        lab.veth(near, far, a="tx0", b="rx0")
+        with far.entered():
+            cap = RawSocket("rx0", promiscuous=True, timestamps=False)
+        yield near, cap
+
+
 def _mine(frames) -> list:
     return [parse_header(f.frame) for f in frames if GOCB.encode() in f.frame]
 
@@ -37,11 +51,7 @@ def test_publish_keeps_publishing_after_stdin_closes(stop: str) -> None:
     require_root()
     # with --duration, also the test set's ndsCom injection
     argv = [*ARGV, *(["--duration", "1.5", "--ndscom"] if stop == "duration" else [])]
-    with netlab() as lab:
-        near, far = lab.namespace(), lab.namespace()
-        lab.veth(near, far, a="tx0", b="rx0")
-        with far.entered():
-            cap = RawSocket("rx0", promiscuous=True, timestamps=False)
+    with wire() as (near, cap):
         try:
             proc = near.popen(
                 argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -84,11 +94,7 @@ def test_publish_injects_a_stnum_jump_and_the_test_bit() -> None:
     change = b'[{"type":"boolean","value":true},{"type":"bit-string","value":"0000000000000"}]\n'
     argv = [*ARGV[: ARGV.index("--values")], "--values", values, "--json"]
     argv += ["--stnum-jump", "5", "--test", "--duration", "2"]
-    with netlab() as lab:
-        near, far = lab.namespace(), lab.namespace()
-        lab.veth(near, far, a="tx0", b="rx0")
-        with far.entered():
-            cap = RawSocket("rx0", promiscuous=True, timestamps=False)
+    with wire() as (near, cap):
         try:
             proc = near.popen(
                 argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
