@@ -11,8 +11,9 @@ argument formatted. Calls pass their values as %-style arguments (`log.debug("%s
 never an f-string: ruff's G rules refuse those), and a loop that would build something
 costly for a message asks `log.isEnabledFor(logging.DEBUG)` first.
 
-Loggers are named after packages (`logging.getLogger(__package__)`): `controller.commands`,
-`controller.shell`, `protocols.ethernet` ... `--debug NAME` turns on one subsystem.
+Loggers are named after packages (`logging.getLogger(__package__)`), all under `goosectl`:
+`goosectl.controller.commands`; `--debug` takes them without the prefix too (`controller.commands`,
+`controller.shell`, `protocols.ethernet` ...): `--debug NAME` turns on one subsystem.
 
 Plain lines read ``goosectl: <message>``, as the command's messages always have (a debug
 line also names its logger). `--log-json` makes every record one JSON object per line:
@@ -37,7 +38,10 @@ from typing import Any, Protocol, TextIO, cast
 
 #: The top-level packages whose loggers follow -v/-q; other libraries stay at WARNING
 #: (-vv: DEBUG too).
-PACKAGES = ("controller", "protocols", "firmware_sim")
+#: the root logger of every module (they are all under the one import name)
+PACKAGES = ("goosectl",)
+#: the folders a `--debug` name may start with, short for `goosectl.<folder>`
+_FOLDERS = ("controller", "protocols", "firmware_sim", "lab")
 
 #: -q/-v counted into one number: -qq and below show errors only (never less: an error is
 #: the reason for an exit code and is always said).
@@ -145,9 +149,15 @@ def configure(verbosity: int = 0, json_lines: bool = False, debug: Iterable[str]
     _debugged.clear()
     for name in PACKAGES:
         logging.getLogger(name).setLevel(level)
-    for name in debug:
+    for name in map(logger_name, debug):
         logging.getLogger(name).setLevel(logging.DEBUG)
         _debugged.add(name)
+
+
+def logger_name(name: str) -> str:
+    """`--debug controller.shell` names `goosectl.controller.shell`: the folders' short names
+    are what the docs and the layer table use."""
+    return f"goosectl.{name}" if name.split(".")[0] in _FOLDERS else name
 
 
 def structured() -> bool:

@@ -22,6 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("controller", "protocols", "firmware_sim", "lab")
+#: the one import name the four folders are installed under (goosectl/ links to them)
+ROOT_NAME = "goosectl"
+#: how an import that forgot the prefix is shown (no row of the table allows it)
+BARE = "<bare>."
 
 #: the configured core: the config models, then what runs on them
 CORE = {
@@ -182,7 +186,11 @@ def modules(root: Path) -> list[Path]:
 def imports(path: Path, packages: tuple[str, ...] = PACKAGES) -> list[tuple[str, int, bool]]:
     """(module imported, line, at module level) for every import of `packages`.
 
-    `from controller import goose` imports `controller.goose`: the names of a `from`
+    The packages are imported under the one name `goosectl` (`goosectl.controller.goose`);
+    the unit names here are the folders' (`controller.goose`), so the prefix is dropped, and
+    an import without it (`import controller`: a second copy of the module, found only from
+    a checkout) is reported as `<bare>.NAME`, which no row allows.
+    `from goosectl.controller import goose` imports `controller.goose`: the names of a `from`
     import of a package are taken as its modules, so no unit reaches past the table
     through the package root."""
     tree = ast.parse(path.read_text(), str(path))
@@ -194,14 +202,26 @@ def imports(path: Path, packages: tuple[str, ...] = PACKAGES) -> list[tuple[str,
             names = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names = [node.module]
-            if node.module in PACKAGES:
+            if node.module in {*PACKAGES, *(f"{ROOT_NAME}.{p}" for p in PACKAGES), ROOT_NAME}:
                 names = [f"{node.module}.{a.name}" for a in node.names]
         else:
             continue
         for name in names:
-            if name.split(".")[0] in packages:
+            if packages is PACKAGES:
+                name = _layer_name(name)
+            if name.split(".")[0] in packages or name.startswith(BARE):
                 out.append((name, node.lineno, id(node) in top))
     return out
+
+
+def _layer_name(name: str) -> str:
+    """`goosectl.controller.goose` -> `controller.goose`; a bare `controller...` is marked."""
+    parts = name.split(".")
+    if parts[0] == ROOT_NAME and len(parts) > 1:
+        return ".".join(parts[1:])
+    if parts[0] in PACKAGES:
+        return BARE + name
+    return name
 
 
 def own_unit(path: Path, root: Path) -> str:
@@ -283,12 +303,14 @@ def test_io_in_a_pure_unit_is_reported(src: str, line: str, tmp_path: Path) -> N
 @pytest.mark.parametrize(
     ("src", "line"),
     [
-        ("controller/engine/x.py", "from controller.goose.hub import GooseHub"),
-        ("controller/shell/x.py", "from firmware_sim.core import Firmware"),
-        ("controller/goose/x.py", "import lab.netns"),
-        ("controller/config/x.py", "from controller.goose.hub import GooseHub"),
-        ("controller/demo/x.py", "from lab import netns"),  # at import time: refused
-        ("controller/engine/x.py", "from controller import goose"),  # the root's hole
+        ("controller/engine/x.py", "from goosectl.controller.goose.hub import GooseHub"),
+        ("controller/shell/x.py", "from goosectl.firmware_sim.core import Firmware"),
+        ("controller/goose/x.py", "import goosectl.lab.netns"),
+        ("controller/config/x.py", "from goosectl.controller.goose.hub import GooseHub"),
+        ("controller/demo/x.py", "from goosectl.lab import netns"),  # at import time: refused
+        ("controller/engine/x.py", "from goosectl.controller import goose"),  # the root's hole
+        ("controller/shell/x.py", "from controller.engine import journal"),  # no prefix
+        ("controller/shell/x.py", "import protocols.goose"),  # no prefix
     ],
 )
 def test_an_upward_import_is_reported(src: str, line: str, tmp_path: Path) -> None:
@@ -325,3 +347,17 @@ def test_the_architecture_document_shows_this_table() -> None:
         "docs/ARCHITECTURE.md's import table differs from the checker's: paste "
         "`python -c 'from tests.test_import_directions import import_table as t; print(t())'`"
     )
+
+
+def test_nothing_imports_a_folder_without_the_goosectl_prefix() -> None:
+    """From a checkout `import controller` would work too (the folder is on sys.path) and
+    load a second copy of every module beside `goosectl.controller`'s: two registries, two
+    tables, isinstance checks that fail. Tests, benchmarks and the product use one name."""
+    files = [*modules(ROOT), *(ROOT / "tests").rglob("*.py"), *(ROOT / "benchmarks").rglob("*.py")]
+    bare = [
+        f"{path.relative_to(ROOT)}:{line}: {name.removeprefix(BARE)}"
+        for path in files
+        for name, line, _ in imports(path)
+        if name.startswith(BARE)
+    ]
+    assert bare == []

@@ -38,7 +38,7 @@ TOP = (
 PACKAGES = ("controller", "protocols", "firmware_sim", "lab")
 _TOPS = "|".join(re.escape(t) for t in TOP)
 PATH_RE = re.compile(rf"^(?:{_TOPS})/[\w./*-]*?(?::(?P<line>\d+)|:(?P<name>[A-Za-z_][\w.]*))?$")
-MODULE_RE = re.compile(rf"^(?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+$")
+MODULE_RE = re.compile(rf"^(?:goosectl\.)?(?:{'|'.join(PACKAGES)})(?:\.[A-Za-z_]\w*)+$")
 SPAN_RE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
 LINK_RE = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
@@ -103,8 +103,11 @@ def check_path(span: str) -> str | None:
 
 
 def check_module(span: str) -> str | None:
-    """Why the backticked dotted name is neither a module nor an attribute of one."""
-    parts = span.split(".")
+    """Why the backticked dotted name is neither a module nor an attribute of one.
+
+    Prose names the layers by their folders (`controller.engine`); the modules are
+    imported under `goosectl.` (never bare: that would load a second copy of each)."""
+    parts = ["goosectl", *span.removeprefix("goosectl.").split(".")]
     for cut in range(len(parts), 0, -1):
         mod = ".".join(parts[:cut])
         try:

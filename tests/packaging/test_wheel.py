@@ -20,9 +20,9 @@ from pathlib import Path
 
 import pytest
 
-import controller
-from controller.config.bay import DEFAULT_CONFIG
-from controller.engine.journal import SOFTWARE_KEY, Journal
+import goosectl.controller as controller
+from goosectl.controller.config.bay import DEFAULT_CONFIG
+from goosectl.controller.engine.journal import SOFTWARE_KEY, Journal
 from tests.support.peers import CAPTURES, REPO
 
 PACKAGES = ("controller", "protocols", "firmware_sim")
@@ -46,10 +46,12 @@ def _data_files() -> set[str]:
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> zipfile.ZipFile:
     src = tmp_path_factory.mktemp("src")
-    for name in (*PACKAGES, "pyproject.toml", "README.md"):
+    for name in (*PACKAGES, "lab", "goosectl", "pyproject.toml", "README.md"):
         path = REPO / name
-        if path.is_dir():
-            shutil.copytree(path, src / name, ignore=shutil.ignore_patterns("__pycache__"))
+        if path.is_dir():  # goosectl/'s links to the folders are kept as links
+            shutil.copytree(
+                path, src / name, symlinks=True, ignore=shutil.ignore_patterns("__pycache__")
+            )
         else:
             shutil.copy(path, src / name)
     out = tmp_path_factory.mktemp("wheel")
@@ -72,7 +74,59 @@ def test_the_wheel_carries_every_table_procedure_default_and_py_typed(wheel) -> 
     assert "controller/config/defaults/bay1.yaml" in expected
     assert "controller/agent/procedures/isolate.yaml" in expected
     assert "controller/web/static/app.js" in expected
-    assert sorted(expected - names) == []
+    assert sorted({f"goosectl/{p}" for p in expected} - names) == []
+
+
+def test_the_wheel_installs_one_top_level_name(wheel) -> None:
+    """Four generic names (`controller`, `protocols`, ...) in site-packages would clash with
+    other distributions; the folders ship under `goosectl` only."""
+    tops = {n.split("/")[0] for n in wheel.namelist() if ".dist-info/" not in n}
+    assert tops == {"goosectl"}
+    (top_level,) = [n for n in wheel.namelist() if n.endswith(".dist-info/top_level.txt")]
+    assert wheel.read(top_level).decode().split() == ["goosectl"]
+
+
+def test_the_installed_wheel_runs_as_goosectl_and_python_m_goosectl(wheel, tmp_path) -> None:
+    """The wheel alone, outside the checkout: its `goosectl` package is the one imported (not
+    the editable checkout's), and `python -m goosectl` is the command."""
+    target = tmp_path / "site"
+    installed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "-q",
+            "--target",
+            str(target),
+            wheel.filename,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert installed.returncode == 0, installed.stderr
+    env = {**os.environ, "PYTHONPATH": str(target)}
+    where = subprocess.run(
+        [sys.executable, "-c", "import goosectl.controller.cli as c; print(c.__file__)"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert where.stdout.startswith(str(target)), (where.stdout, where.stderr)
+    cap = str(CAPTURES / "iti_GOOSE.pcap")
+    decoded = subprocess.run(
+        [sys.executable, "-m", "goosectl", "decode", cap],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=120,
+    )
+    assert decoded.returncode == 0 and len(decoded.stdout.splitlines()) == 8, decoded.stderr
 
 
 def test_one_version_scapy_only_as_an_extra(wheel) -> None:
@@ -90,7 +144,7 @@ def test_one_version_scapy_only_as_an_extra(wheel) -> None:
 NO_SCAPY = """
 import sys
 sys.modules["scapy"] = None  # `import scapy` raises ImportError, as when it is absent
-from controller.cli import main
+from goosectl.controller.cli import main
 sys.argv[0] = "goosectl"
 sys.exit(main(sys.argv[1:]))
 """
@@ -125,13 +179,13 @@ def test_every_module_but_the_scapy_layer_imports_without_scapy_and_the_layer_na
     code = """
 import importlib, pkgutil, sys
 sys.modules["scapy"] = None
-for top in ("controller", "protocols", "firmware_sim"):
+for top in ("goosectl.controller", "goosectl.protocols", "goosectl.firmware_sim"):
     for info in pkgutil.walk_packages(importlib.import_module(top).__path__, top + "."):
         if info.name.endswith(("__main__", "scapy_layer")):
             continue
         importlib.import_module(info.name)
 try:
-    import protocols.goose.scapy_layer
+    import goosectl.protocols.goose.scapy_layer
 except ImportError as exc:
     print(exc)
 """
