@@ -12,7 +12,7 @@ never an f-string: ruff's G rules refuse those), and a loop that would build som
 costly for a message asks `log.isEnabledFor(logging.DEBUG)` first.
 
 Loggers are named after packages (`logging.getLogger(__package__)`), all under `goosectl`:
-`goosectl.controller.commands`; `--debug` takes them without the prefix too (`controller.commands`,
+shown, and taken by `--debug`, without the prefix (`controller.commands`,
 `controller.shell`, `protocols.ethernet` ...): `--debug NAME` turns on one subsystem.
 
 Plain lines read ``goosectl: <message>``, as the command's messages always have (a debug
@@ -97,7 +97,7 @@ class PlainFormatter(logging.Formatter):
         if getattr(record, "event", None) in BARE_EVENTS and not record.exc_info:
             return message
         if record.levelno <= logging.DEBUG:
-            message = f"debug: {record.name}: {message}"
+            message = f"debug: {short_name(record.name)}: {message}"
         text = f"goosectl: {message}"
         if record.exc_info:
             text += "\n" + self.formatException(record.exc_info)
@@ -114,7 +114,7 @@ class JsonFormatter(logging.Formatter):
                 timespec="microseconds"
             ),
             "level": record.levelname.lower(),
-            "logger": record.name,
+            "logger": short_name(record.name),
         }
         name = getattr(record, "event", None)
         if name is not None:
@@ -152,6 +152,12 @@ def configure(verbosity: int = 0, json_lines: bool = False, debug: Iterable[str]
     for name in map(logger_name, debug):
         logging.getLogger(name).setLevel(logging.DEBUG)
         _debugged.add(name)
+
+
+def short_name(name: str) -> str:
+    """What a line shows of its logger: `controller.shell`, as the docs and the layer table
+    name the subsystems (and as `--debug` takes them)."""
+    return name.removeprefix("goosectl.")
 
 
 def logger_name(name: str) -> str:

@@ -35,7 +35,7 @@ def test_agent_commands_against_the_demo(tmp_path):
             "--out",
             str(tmp_path / "d"),
             "--serve",
-            "30",
+            "600",  # ended by terminate() below: the test's pace must not race a deadline
             "--control",
             str(sock),
         ],

@@ -49,7 +49,7 @@ def test_v_shows_a_debug_line_of_the_commands_package_and_leaves_stdout_alone() 
     assert verbose.stdout == plain.stdout and len(plain.stdout.splitlines()) == 8
     assert plain.stderr == ""
     assert (
-        f"goosectl: debug: goosectl.controller.commands: {CAP}: 8 GOOSE frame(s) shown, "
+        f"goosectl: debug: controller.commands: {CAP}: 8 GOOSE frame(s) shown, "
         "0 other frame(s) skipped"
     ) in verbose.stderr.splitlines()
 
@@ -57,15 +57,15 @@ def test_v_shows_a_debug_line_of_the_commands_package_and_leaves_stdout_alone() 
 def test_v_before_the_command_name_works_too() -> None:
     r = goosectl("-v", "decode", str(CAP), check=False)
     assert r.returncode == 0
-    assert "goosectl: debug: goosectl.controller.commands: " in r.stderr
+    assert "goosectl: debug: controller.commands: " in r.stderr
 
 
 def test_debug_names_one_subsystem_and_only_it_speaks() -> None:
-    r = goosectl("decode", str(CAP), "--debug", "goosectl.controller.commands", check=False)
+    r = goosectl("decode", str(CAP), "--debug", "controller.commands", check=False)
     assert r.returncode == 0
     debug = [line for line in r.stderr.splitlines() if ": debug: " in line]
     assert debug and all(
-        line.startswith("goosectl: debug: goosectl.controller.commands: ") for line in debug
+        line.startswith("goosectl: debug: controller.commands: ") for line in debug
     )
     # -v also shows the CLI's own debug line (logger `controller`); --debug did not
     assert "goosectl: debug: controller: " in goosectl("decode", str(CAP), "-v").stderr
@@ -177,7 +177,7 @@ def test_run_log_json_says_a_limit_alarm_raised_and_cleared(tmp_path, sim) -> No
             s.sendall(b"[" * 100 + b"\n")
             assert b"nested deeper than 16" in s.recv(65536)
         raised = err.wait_for_json(lambda r: r.get("event") == "limit", "the alarm's record")
-        assert (raised["level"], raised["logger"]) == ("warning", "goosectl.controller.shell")
+        assert (raised["level"], raised["logger"]) == ("warning", "controller.shell")
         assert (raised["limit"], raised["active"]) == ("control.depth", True)
         assert "nested deeper than 16" in raised["detail"]
         assert raised["message"] == f"limit control.depth: {raised['detail']}"
@@ -232,7 +232,7 @@ def test_a_disabled_debug_call_formats_nothing_and_makes_no_record(capsys) -> No
         assert hot.isEnabledFor(logging.DEBUG)
         hot.debug("frame %s", arg)
         assert arg.formatted >= 1 and len(made) == 1
-        assert "goosectl: debug: goosectl.controller.goose: frame costly" in capsys.readouterr().err
+        assert "goosectl: debug: controller.goose: frame costly" in capsys.readouterr().err
     finally:
         root.removeHandler(spy)
 
