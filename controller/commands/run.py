@@ -5,28 +5,20 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import sys
 import time
-from collections import deque
 from collections.abc import Callable
-from itertools import islice
 from pathlib import Path
+from typing import Any
 
-from goosectl.controller import logs
 from goosectl.controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
 from goosectl.controller.commands import _prp
 from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
-from goosectl.controller.engine.journal import JournalIOError
 from goosectl.controller.engine.resources import shipped
-from goosectl.controller.report.bay_report import percentiles
+from goosectl.controller.shell.assemble import AssemblyError, RunOptions, assemble
 from goosectl.controller.shell.goose_live import require_raw_sockets
-from goosectl.controller.shell.journal_writer import LiveJournals, Retention
-from goosectl.controller.shell.keys import KeyService
-from goosectl.controller.shell.output_pump import LinePump
-from goosectl.controller.shell.rgoose_live import attach_subscriptions
 
 PROCEDURES = shipped("goosectl.controller.agent", "procedures")
 
@@ -149,6 +141,30 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Parse and check the options, have the controller assembled, serve it, report."""
+    cfg, keys, options = _options(args)
+    try:
+        controller = assemble(cfg, keys, options)
+    except AssemblyError as exc:
+        raise CommandError(str(exc)) from exc
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: stop as on SIGTERM, then exit 130
+        interrupted.append(signal.SIGINT)
+        controller.stop()
+
+    signal.signal(signal.SIGHUP, lambda *_: controller.keys.request())
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, lambda *_: controller.stop())
+    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
+    print(json.dumps(controller.running()), flush=True)
+    controller.serve(until)
+    print(json.dumps(controller.stopped()))
+    return EXIT_INTERRUPTED if interrupted else 0
+
+
+def _options(args: argparse.Namespace) -> tuple[ControllerConfig, Any, RunOptions]:
+    """The config and what the command line adds to it, each mistake a CommandError."""
     try:
         cfg = load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
@@ -167,253 +183,31 @@ def run(args: argparse.Namespace) -> int:
     reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
-    prp_cfg = _prp.config_with(
-        cfg.goose, args, iface,
-        None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b),
-    )  # fmt: skip
-    from goosectl.controller.agent.host import AgentBay
-    from goosectl.controller.agent.planner import FolderPlanner
-    from goosectl.controller.agent.service import AgentService
-    from goosectl.controller.logic.core import BayController
-    from goosectl.controller.shell.control import controller_ops
-    from goosectl.controller.shell.control_log import ControlLog
-    from goosectl.controller.shell.live_bay import BayLive
-    from goosectl.controller.shell.locks import LockError
-
-    if args.state is not None:
-        from goosectl.controller.shell.state_folder import StateFolderError, prepare_state_folder
-
-        try:
-            prepare_state_folder(args.state)
-        except StateFolderError as exc:
-            raise CommandError(str(exc)) from exc
-    journal_path = (
-        args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
-    )
-    try:
-        held, control = _claim(args, cfg, journal_path)
-    except LockError as exc:
-        raise CommandError(str(exc)) from exc
-
-    def abandon() -> None:
-        """An exit before the loop: the socket and the locks go now, not at exit."""
-        control.close()
-        for lock in held:
-            lock.release()
-
-    try:
-        journals = LiveJournals(
-            journal_path,
-            args.state / "agent.sqlite" if args.state else None,
-            Retention(
-                max_bytes=int(args.journal_max_mb * 1024 * 1024) or None,
-                max_age_s=args.journal_max_days * 86400 or None,
-                hold=_uplink_hold(args.state),
-            ),
-            args.journal_queue,
-            args.agent_fsync,
-        )
-    except JournalIOError as exc:
-        abandon()
-        raise CommandError(str(exc)) from exc
-    journal = journals.bay
-    now = time.monotonic_ns()
-    bay = BayController(cfg, now, journal, keys)
-    control.log = ControlLog(journal, now, quiet_s=cfg.control.alarm_quiet_s)
-    if args.mode:
-        bay.set_mode(args.mode, now, "command line")
-    if args.simulation:
-        bay.set_simulation(True, now, "command line")
-    service = AgentService(
-        FolderPlanner(args.procedures),
-        journals.agent,
-        confirm_timeout_ms=cfg.agent.confirm_timeout_s * 1000,
-        max_open=cfg.agent.max_open_sessions,
-        keep_finished=cfg.agent.keep_finished_sessions,
-    )
-    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
-    agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
-
-    def expired(notice, now_ns: int) -> None:
-        if notice.topic == "expired":  # a confirmation nobody gave: counted, alarmed
-            control.log.crossed("agent.confirm_timeout", notice.data["text"], now_ns)
-
-    agent.on_notify = expired
-    restored = agent.restore(now)
     iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
-    try:
-        # -q: the status line (an INFO event) is off at its level check
-        live = BayLive(bay, iface, iface_b, port, endpoint=agent)
-    except PermissionError as exc:
-        abandon()
-        raise CommandError(str(exc)) from exc
-    except OSError as exc:
-        abandon()
-        raise CommandError(f"cannot open the network interfaces: {exc}") from exc
-    live.live.spin = args.spin
-    try:
-        _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
-    except OSError as exc:
-        live.live.close()
-        abandon()
-        raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
-    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
-    if agent.fault is not None:  # the restore already failed
-        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
-    latency_note = None
-    if args.cpu_latency_us is not None:
-        from goosectl.controller.shell.realtime import CpuLatency, RealtimeError
-
-        try:
-            # held like the locks: given back by abandon() or when the loop ends
-            held.append(CpuLatency(args.cpu_latency_us))
-        except RealtimeError as exc:
-            live.live.close()
-            abandon()
-            raise CommandError(str(exc)) from exc
-        latency_note = f"cpu wake-up latency {args.cpu_latency_us} us"
-    if args.realtime or args.cpu is not None:
-        from goosectl.controller.shell.realtime import Realtime, RealtimeError, apply
-
-        try:
-            rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
-            applied = apply(rt)
-        except RealtimeError as exc:
-            live.live.close()
-            abandon()
-            raise CommandError(f"--realtime: {exc}") from exc
-        live.live.idle_gc = args.realtime
-        realtime_note = ", ".join(applied)
-    else:
-        realtime_note = None
-    if latency_note is not None:
-        realtime_note = f"{realtime_note}, {latency_note}" if realtime_note else latency_note
-    stderr = LinePump(sys.stderr)  # never blocks the loop
-    if args.realtime:  # the pump's thread inherited the loop's priority: one below it
-        from goosectl.controller.shell.realtime import helper_threads
-
-        helper_threads(args.rt_priority)
-    # every diagnostic (status line, alarms, limits, errors) is a log record: queued there
-    logs.route(stderr)
-    live.live.on_round.append(journals.watch(live.status))
-    why = live.open_port()
-    if why is not None:
-        live.live.close()
-        abandon()
-        raise CommandError(f"device port {port}: {why}")
-    try:  # R-GOOSE: the `rgoose:` subscriptions' UDP sockets, served by the same loop
-        rgoose_listeners = attach_subscriptions(live.live, cfg.goose.subscriptions, keys)
-    except OSError as exc:
-        live.live.close()
-        abandon()
-        raise CommandError(f"rgoose: cannot open the UDP socket: {exc}") from exc
-    key_service = KeyService(bay.hub, args.keys or cfg.goose.keys, control.log)
-    key_service.start()
-    live.live.on_round.append(key_service.tick)
-    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
-    # the last trips' frame -> device latencies: `status --json` and the web page's histogram
-    control.handler = key_service.ops(
-        controller_ops(
-            bay,
-            agent.handle,
-            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
-        )
+    options = RunOptions(
+        iface=iface,
+        iface_b=iface_b,
+        port=port,
+        procedures=args.procedures,
+        state=args.state,
+        journal=args.journal,
+        control=args.control,
+        keys=args.keys,
+        prp=_prp.config_with(cfg.goose, args, iface, iface_b).prp,
+        journal_max_mb=args.journal_max_mb,
+        journal_max_days=args.journal_max_days,
+        journal_queue=args.journal_queue,
+        agent_fsync=args.agent_fsync,
+        mode=args.mode,
+        simulation=args.simulation,
+        spin=args.spin,
+        cpu_latency_us=args.cpu_latency_us,
+        realtime=args.realtime,
+        cpu=args.cpu,
+        rt_priority=args.rt_priority,
+        uplink_hold=_uplink_hold(args.state),
     )
-    control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
-        f"limit:{name}", on
-    )
-    # kernel drops (receive ring full): a `limit:rx_ring.<side>` row in the journal, its
-    # alarm in the status line, beside the drops= count
-    live.status.on_drops = lambda e: control.log.crossed(
-        f"rx_ring.{e.side}",
-        f"the kernel dropped {e.new} frame(s) on {e.iface}, {e.drops} since start",
-        time.monotonic_ns(),
-        {"side": e.side, "iface": e.iface, "new": e.new, "drops": e.drops, "freeze": e.freeze},
-    )
-    control.attach(live.live.add_reader, live.live.remove_reader)
-    live.live.on_round.append(control.tick)
-    interrupted: list[int] = []
-
-    def on_sigint(*_: object) -> None:  # Ctrl-C: stop as on SIGTERM, then exit 130
-        interrupted.append(signal.SIGINT)
-        live.stop()
-
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, lambda *_: live.stop())
-    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
-    print(
-        json.dumps(
-            {
-                "event": "running",
-                "iface": iface,
-                "iface_b": iface_b,
-                "port": port,
-                "control": str(control.path),
-                "mode": bay.mode_name,
-                "simulation": bay.simulation,
-                "sessions_restored": restored,
-                "rx": live.live.rx_modes,
-                "realtime": realtime_note,
-            }
-        ),
-        flush=True,
-    )
-    try:
-        live.run(until)
-    finally:
-        for listener in rgoose_listeners:
-            listener.close()
-        control.close()
-        journals.close()
-        logs.unroute()
-        stderr.close()
-        for lock in held:
-            lock.release()
-    print(
-        json.dumps(
-            {
-                "event": "stopped",
-                "breaker": bay.bay.state,
-                **({"rgoose": rgoose_listeners[0].receiver.counters()} if rgoose_listeners else {}),
-                "mode": bay.mode_name,
-                "frames_in": live.live.frames,
-                "frames_out": live.live.sent,
-                "rx": live.live.rx_stats(),
-                "tx": {"refused": live.live.tx_refused, "superseded": live.live.tx_superseded},
-                "counters": dict(live.status.counts),
-                "frame_latency_us": percentiles(list(live.live.latencies)),
-                "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
-                "frame_to_device_us": percentiles(list(live.device_latencies)),
-                "goose": bay.hub.counters(),
-                "journal": journals.report(),
-                "stderr": stderr.status(),
-                "control": {**control.counts, **control.log.counts()},
-            }
-        )
-    )
-    return EXIT_INTERRUPTED if interrupted else 0
-
-
-def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None):
-    """What this controller must own alone, taken before anything is opened: the state
-    folder, the journal, the control socket (the serial device is locked where the link
-    opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
-    kept then."""
-    from goosectl.controller.shell.control import ControlServer, default_path
-    from goosectl.controller.shell.locks import lock_file, lock_journal
-
-    held = []
-    try:
-        if args.state is not None:
-            held.append(lock_file(args.state / "lock", f"state folder {args.state}"))
-        if journal is not None:  # by the file itself: any name or hard link meets the lock
-            held.append(lock_journal(journal, f"journal {journal}"))
-        path = args.control or cfg.control.socket or default_path()
-        return held, ControlServer(path, None, cfg=cfg.control)
-    except BaseException:
-        for lock in held:
-            lock.release()
-        raise
+    return cfg, keys, options
 
 
 def _uplink_hold(state: Path | None) -> Callable[[], int | None] | None:

@@ -150,7 +150,7 @@ def test_goosectl_run_log_json_says_the_drop_as_json_records(wire, tmp_path) -> 
         )
         assert (crossed["level"], crossed["logger"], crossed["active"]) == (
             "warning",
-            "goosectl.controller.shell",
+            "controller.shell",
             True,
         )
         assert (crossed["side"], crossed["iface"]) == ("A", wire.veth.b)
