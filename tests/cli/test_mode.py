@@ -6,21 +6,29 @@ from __future__ import annotations
 
 import json
 import signal
+import socket
 import subprocess
 
 import pytest
 
+from tests.support.peers import REPO
 from tests.support.procs import Sim, goosectl, start_run, wait_running
+
+BAY = REPO / "examples" / "controller" / "bay1.yaml"
 
 
 @pytest.fixture
-def controller(tmp_path):
-    """The control socket of a running controller on the simulator."""
+def controller(tmp_path, request):
+    """The control socket of a running controller on the simulator (bay1.yaml, and the
+    text a test appends to it as the fixture's parameter)."""
     sock = tmp_path / "ctl.sock"
+    cfg = tmp_path / "bay.yaml"
+    cfg.write_text(BAY.read_text() + getattr(request, "param", ""))
     with Sim("--pty", "--duration", "120", link=tmp_path / "device.pty") as sim:
         proc = start_run(
             sim.port,
-            *("--duration", "100", "--state", str(tmp_path / "state"), "--control", str(sock)),
+            *("--config", str(cfg), "--duration", "100", "--state", str(tmp_path / "state")),
+            *("--control", str(sock)),
             stderr=subprocess.DEVNULL,
         )
         try:
@@ -50,6 +58,19 @@ def test_mode_says_the_mode_it_reads_and_sets(controller) -> None:
         "simulation": False,
         "changed": ["mode", "simulation"],
     }
+
+
+@pytest.mark.parametrize("controller", ["\ncontrol: {max_clients: 1}\n"], indirect=True)
+def test_a_request_the_controller_refuses_is_one_line_and_exit_2(controller) -> None:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as held:
+        held.connect(str(controller))  # the one client the controller takes
+        done = goosectl("mode", "test", "--control", str(controller), check=False)
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"goosectl: mode: the controller on {controller} refused: too many control "
+        "clients (1, control.max_clients)\n"
+    )
+    assert mode(controller).stdout == "mode on, simulation off\n"  # nothing changed
 
 
 @pytest.mark.parametrize("args", [(), ("test",)], ids=["read", "set"])
