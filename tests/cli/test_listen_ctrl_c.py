@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from lab.netns import netlab
+from goosectl.lab.netns import netlab
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
@@ -19,7 +19,7 @@ pytestmark = pytest.mark.root
 
 def test_ctrl_c_ends_listen_with_130_after_its_summary() -> None:
     require_root()
-    argv = [sys.executable, "-u", "-m", "controller", "listen", "--iface", "rx0", "--json"]
+    argv = [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", "rx0", "--json"]
     with netlab() as lab:
         far, near = lab.namespace(), lab.namespace()
         lab.veth(far, near, a="tx0", b="rx0")

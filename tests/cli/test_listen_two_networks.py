@@ -14,9 +14,9 @@ from collections import defaultdict
 
 import pytest
 
-from lab.netns import netlab
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, GooseFrame, encode_frame
+from goosectl.lab.netns import netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, GooseFrame, encode_frame
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
@@ -41,7 +41,7 @@ def frame(sq: int) -> bytes:
 
 def test_each_second_copy_of_a_retransmission_is_a_duplicate() -> None:
     require_root()
-    argv = [sys.executable, "-u", "-m", "controller", "listen", "--iface", "rx0"]
+    argv = [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", "rx0"]
     argv += ["--iface-b", "rx1", "--json", "--duration", "4"]
     with netlab() as lab:
         far, near = lab.namespace(), lab.namespace()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import sqlite3
 
-from controller.goose.classify import QUALITIES
+from goosectl.controller.goose.classify import QUALITIES
 from tests.support.peers import CAPTURES
 from tests.support.procs import goosectl
 
