@@ -110,10 +110,38 @@ def sniff(path: Path) -> tuple[Kind, dict | None]:
     )
 
 
-def _findings(path: Path, what: str, lines: list[str]) -> NoReturn:
-    for line in lines:
-        print(line, file=sys.stderr)
-    raise CommandError(f"{path}: {what}: {len(lines)} finding(s)", EXIT_FINDINGS)
+def _findings(path: Path, what: str, findings: list[str]) -> NoReturn:
+    """Print each finding, then say how many there were. A finding may span lines (a
+    parser's message quotes the line it stopped at): its later lines are indented, so
+    what a user counts on the screen is the number the last line reports."""
+    for finding in findings:
+        first, *rest = [line for line in finding.splitlines() if line.strip()] or [""]
+        print(first, file=sys.stderr)
+        for line in rest:
+            print(f"    {line}", file=sys.stderr)
+    raise CommandError(f"{path}: {what}: {len(findings)} finding(s)", EXIT_FINDINGS)
+
+
+def config_findings(exc: BaseException) -> list[str]:
+    """The findings a ConfigError stands for. A document that does not parse carries them
+    as a TableError (each one may be several lines); validation and SCL errors are one
+    line per finding, a line that starts with blanks continuing the one before."""
+    from goosectl.controller.engine import TableError
+
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, TableError) and cause.findings:
+            return [str(f) for f in cause.findings]
+        cause = cause.__cause__
+    findings: list[str] = []
+    for line in str(exc).splitlines():
+        if not line.strip():
+            continue
+        if findings and line[:1].isspace():
+            findings[-1] += "\n" + line
+        else:
+            findings.append(line)
+    return findings
 
 
 def check_table(path: Path, registry_path: list[Path] | None = None, limits=None) -> str:
@@ -160,7 +188,7 @@ def check_config(path: Path, ied: str | None) -> str:
     try:
         cfg = load_config(path, ControllerConfig, ied)
     except ConfigError as exc:
-        _findings(path, "config", [line for line in str(exc).splitlines() if line.strip()])
+        _findings(path, "config", config_findings(exc))
     g = cfg.goose
     bay = (
         f", {_n(cfg.inputs, 'input')}, {_n(cfg.publications, 'publication')}, "

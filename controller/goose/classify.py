@@ -39,14 +39,14 @@ HALF = 1 << 31
 CLASSES: dict[str, tuple[bool, str]] = {
     "first": (True, "valid"),
     "new_state": (True, "valid"),
-    "missed_states": (True, "questionable"),
+    "missed_states": (True, "suspect"),
     "retransmission": (False, "valid"),
     "duplicate": (False, "valid"),
-    "out_of_order": (False, "questionable"),
-    "replay": (False, "questionable"),
+    "out_of_order": (False, "suspect"),
+    "replay": (False, "suspect"),
     "restart": (True, "valid"),
     # a new state or restart that `t` (or an already seen (stNum, sqNum)) shows is old
-    "stale": (False, "questionable"),
+    "stale": (False, "suspect"),
 }
 
 #: flag -> the quality it forces, strongest first (the first present flag wins)
@@ -55,12 +55,12 @@ FLAG_QUALITY: tuple[tuple[str, str], ...] = (
     ("shape_mismatch", "config_mismatch"),
     ("ndscom", "config_mismatch"),
     ("simulation", "simulated"),
-    ("s_bit_mismatch", "questionable"),
-    ("conflict", "questionable"),
+    ("s_bit_mismatch", "suspect"),
+    ("conflict", "suspect"),
 )
 
 #: qualities a verdict can imply (`lost`: a stale frame of a stream that is lost stays lost)
-QUALITIES = ("valid", "questionable", "simulated", "config_mismatch", "lost")
+QUALITIES = ("valid", "suspect", "simulated", "config_mismatch", "lost")
 
 #: classes that continue a sequence (the pre-jump one, or the other of a conflict)
 CONTINUES = frozenset({"new_state", "missed_states", "retransmission", "duplicate"})

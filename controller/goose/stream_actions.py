@@ -19,7 +19,7 @@ from goosectl.protocols.goose import GooseError
 REGISTRY = Registry("goose-stream")
 
 NS_PER_MS = 1_000_000
-_MALFORMED = Verdict("malformed", (), "questionable", False, False)
+_MALFORMED = Verdict("malformed", (), "suspect", False, False)
 
 
 def _values(hdr):

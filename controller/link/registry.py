@@ -16,7 +16,7 @@ from goosectl.protocols.serial import messages as m
 from goosectl.protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
 from goosectl.protocols.serial.stream import frame
 
-REGISTRY = Registry("goosectl.controller.link")
+REGISTRY = Registry("controller.link")
 MS = 1_000_000
 
 # command name -> (message class, body fields in order)

@@ -18,6 +18,7 @@ from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
 from tests.support.peers import CAPTURES, REPO
+from tests.support.procs import goosectl
 
 CAP = CAPTURES / "iti_GOOSE.pcap"
 EXAMPLES = REPO / "examples"
@@ -150,3 +151,40 @@ def test_table_check_on_a_broken_procedure_reports_the_procedure_s_findings(
     err = capsys.readouterr().err
     assert "blocked" in err  # the check tool's outcome the routes miss
     assert "Extra inputs" not in err and "states: Field required" not in err
+
+
+# ------------------------------------------------------------------ what check counts
+
+
+def _counted(stderr: str, path) -> tuple[int, int]:
+    """(findings the last line reports, findings printed: lines not indented before it)."""
+    *printed, last = stderr.splitlines()
+    m = re.fullmatch(rf"goosectl: {re.escape(str(path))}: \w+: (\d+) finding\(s\)", last)
+    assert m, last
+    return int(m[1]), sum(1 for line in printed if not line[:1].isspace())
+
+
+@pytest.mark.parametrize(
+    ("text", "findings"),
+    [
+        # a parser's message spans lines: it quotes the line it stopped at, with a caret
+        ("goose:\n  subscriptions: [\n", 1),
+        ("states: [a\ninitial: a\n", 1),
+        ("goose:\n  subscriptions:\n    - {gocb_ref: x, appid: 99999999, dst: zz}\n", 2),
+    ],
+    ids=["yaml-end", "yaml-flow", "two-fields"],
+)
+def test_config_check_counts_findings_not_lines(tmp_path, text, findings) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(text)
+    done = goosectl("config", "check", str(bad), check=False)
+    assert done.returncode == 1, done.stderr
+    assert _counted(done.stderr, bad) == (findings, findings), done.stderr
+    assert done.stderr.startswith(f"{bad}:")
+
+
+def test_config_check_of_every_example_finds_nothing() -> None:
+    examples = sorted(p for p in EXAMPLES.rglob("*") if p.suffix in (".yaml", ".scd"))
+    for path in examples:
+        done = goosectl("config", "check", str(path))
+        assert done.stdout.startswith(f"{path}: ok: ") and not done.stderr, path

@@ -110,3 +110,29 @@ def test_a_full_disk_names_the_folder_it_filled(tmp_path) -> None:
     assert done.returncode == 2, done.stderr
     said = [x for x in done.stderr.splitlines() if "No space left on device" in x]
     assert said == [f"goosectl: --out {small / 'd'}: No space left on device"], done.stderr
+
+
+def _wire_check(tmp_path, name: str, *config: str) -> list[str]:
+    """The `--scl bay1.scd` verdict of the controller's own frames of a demo run: the
+    summary, then each stream's verdict and gocbRef, and each field line it names."""
+    out = tmp_path / name
+    goosectl("demo", "--in-memory", *config, "--out", str(out))
+    done = goosectl("replay", str(out / "output.pcap"), "--scl", str(BAY1), "-q")
+    summary, *rows = done.stdout.split(f"wire vs {BAY1}: ", 1)[1].splitlines()
+    fields = [" ".join(x.split()[:2]) if not x.startswith("      ") else x.strip() for x in rows]
+    return [summary, *fields]
+
+
+def test_the_demo_s_own_frames_match_the_scd_only_when_it_runs_from_it(tmp_path) -> None:
+    """docs/cli.md and docs/scl.md: output.pcap matches bay1.scd when the demo runs from
+    the SCD; on the packaged defaults `tripack` and `rbrf` carry no goID."""
+    from_scd = _wire_check(tmp_path, "scd", "--config", str(BAY1), "--ied", "GCTL1")
+    assert from_scd[0] == "3 matched, 0 mismatched, 3 missing, 0 unexpected", from_scd
+    defaults = _wire_check(tmp_path, "defaults")
+    assert defaults[:5] == [
+        "1 matched, 2 mismatched, 3 missing, 0 unexpected",
+        "mismatched GCTL1LD0/LLN0$GO$rbrf",
+        "goID absent (expected Q0Rbrf)",
+        "mismatched GCTL1LD0/LLN0$GO$tripack",
+        "goID absent (expected Q0TripAck)",
+    ], defaults

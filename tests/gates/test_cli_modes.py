@@ -62,7 +62,7 @@ def test_mode_and_status_against_a_serving_demo(tmp_path):
         text = goosectl("status", "--control", str(sock)).stdout
         assert text.startswith("mode on, simulation off; breaker breaker_failure")
         assert "Subscriptions (LGOS):" in text
-        r = goosectl("mode", "test-blocked", "--simulation", "on", "--control", str(sock))
+        r = goosectl("mode", "test-blocked", "--simulation", "on", "--json", "--control", str(sock))
         assert json.loads(r.stdout) == {
             "ok": True,
             "mode": "test-blocked",
@@ -70,7 +70,7 @@ def test_mode_and_status_against_a_serving_demo(tmp_path):
             "changed": ["mode", "simulation"],
         }
         # no change asked: the current modes
-        r = goosectl("mode", "--control", str(sock), check=False)
+        r = goosectl("mode", "--json", "--control", str(sock), check=False)
         assert json.loads(r.stdout)["changed"] == [] and r.returncode == 0
         bad = goosectl("mode", "sleepy", "--control", str(sock), check=False)
         assert bad.returncode == 2 and "invalid choice: 'sleepy'" in bad.stderr

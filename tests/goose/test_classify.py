@@ -76,7 +76,7 @@ def test_stream_walk_through_every_class():
     ]
     delivered = [v.st_num for v in verdicts(out) if v.deliver]
     assert delivered == [10, 11, 13]
-    assert states(out) == [("-", "valid"), ("-", "questionable"), ("-", "valid")]
+    assert states(out) == [("-", "valid"), ("-", "suspect"), ("-", "valid")]
 
 
 def test_tal_expiry_then_restart_is_accepted():
@@ -129,7 +129,7 @@ def test_flags():
         ("-", "valid"),
         ("-", "config_mismatch"),
         ("sim", "simulated"),
-        ("sim", "questionable"),
+        ("sim", "suspect"),
     ]
 
 
@@ -165,7 +165,7 @@ def test_injected_stream_is_flagged():
     # the genuine publisher's frames go on as before
     assert got[1] == ("stale", ("stale_time",))
     assert got[2][0] == "retransmission" and got[3][0] == "retransmission"
-    assert ("-", "questionable") in states(out)
+    assert ("-", "suspect") in states(out)
 
 
 def test_a_jump_then_the_old_sequence_is_a_conflict_at_its_first_frame():

@@ -113,7 +113,7 @@ def test_libiec61850_publisher_to_our_subscriber():
     ]
     assert all(x["gocbRef"] == GOCB and x["appid"] == 0x1000 for x in frames)
     states = [x["state"] for x in lines if x.get("event") == "stream"]
-    assert states[:2] == ["valid", "questionable"]
+    assert states[:2] == ["valid", "suspect"]
     lost = states.index("lost")  # TAL expired while the publisher was silent ...
     assert states[lost + 1] == "valid"  # ... and the restart was reported as a recovery
 

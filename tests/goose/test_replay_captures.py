@@ -51,7 +51,7 @@ def test_ge_f650_sqnum_reset_without_stnum_change():
     ]
     assert {x["stNum"] for x in fr} == {1}
     assert [x["timeAllowedtoLive"] for x in fr[3:]] == [1000, 1000, 1000, 2000, 40000]
-    assert fr[3]["stream_state"] == "questionable" and fr[4]["stream_state"] == "valid"
+    assert fr[3]["stream_state"] == "suspect" and fr[4]["stream_state"] == "valid"
 
 
 def test_three_publishers_sharing_appid_and_mac_are_kept_apart():
@@ -171,8 +171,8 @@ def test_example_config_is_valid_and_runs(tmp_path):
 def test_the_abb_relays_coarse_t_is_not_taken_for_a_replay():
     """The ABB IEDs of iti_Sample_File_GOOSE.pcap stamp `t` at 1/64 s, so two state changes
     a few ms apart carry the same `t` (and, with the fraction truncated, one may read a
-    hair older): `stale_time` flagged 85 of their 250 state changes questionable. A real
-    relay must not cry wolf: no frame is stale or questionable, every stream stays valid."""
+    hair older): `stale_time` flagged 85 of their 250 state changes (the stream `suspect`).
+    A real relay must not cry wolf: no frame is stale, every stream stays valid."""
     lines = replay_json(CAPTURES / "iti_Sample_File_GOOSE.pcap")
     fr = frames_of(lines)
     changes = [x for x in fr if x["class"] in ("new_state", "missed_states")]

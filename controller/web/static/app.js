@@ -115,7 +115,7 @@ function header(c) {
   }
 }
 
-const STREAM_ABNORMAL = { lost: "alarm", config_mismatch: "alarm", questionable: "abnormal", simulated: "abnormal" };
+const STREAM_ABNORMAL = { lost: "alarm", config_mismatch: "alarm", suspect: "abnormal", simulated: "abnormal" };
 const lastCounts = new Map();
 
 function streams(list, retrans) {
