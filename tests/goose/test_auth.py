@@ -343,3 +343,25 @@ def test_the_remembered_header_judges_every_frame_as_the_full_check(tmp_path) ->
         assert (warm.check(frame, now), warm.last) == (want, fresh.last)
 
     agree()
+
+
+def test_a_replayed_signed_trip_does_nothing_and_a_restarted_publisher_is_accepted(
+    tmp_path,
+) -> None:
+    """Genuine signed frames sent again verify (they are genuine); the receive rules
+    refuse them: the same trip frame, and a frame with the next stNum but an old `t`. A
+    publisher restarted after the TAL ran out is accepted."""
+    kf = keys(tmp_path)
+    hub = sub_hub(kf)
+    t0 = 1_750_000_000
+    assert [v.deliver for v in verdicts(hub.frame(signed_raw(1, 0, t_s=t0), "A", 0))] == [True]
+    trip = signed_raw(2, 0, t_s=t0 + 1, values=(True, False))
+    assert [v.deliver for v in verdicts(hub.frame(trip, "A", MS))] == [True]
+    again = verdicts(hub.frame(trip, "A", 2 * MS))
+    assert [(v.deliver, v.cls) for v in again] == [(False, "duplicate")]  # the last frame
+    old_t = verdicts(hub.frame(signed_raw(3, 0, t_s=t0 - 600, values=(True, False)), "A", 3 * MS))
+    assert [(v.deliver, v.cls) for v in old_t] == [(False, "stale")]
+    hub.advance(10_000 * MS)  # the TAL (2 s) runs out: the stream is lost
+    restarted = verdicts(hub.frame(signed_raw(1, 0, t_s=t0 + 20), "A", 10_001 * MS))
+    assert [(v.deliver, v.cls) for v in restarted] == [(True, "restart")]
+    assert set(auth_counts(hub)) == {"verified"}  # every frame verified: the rules refused
