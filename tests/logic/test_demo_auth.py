@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from controller.demo.offline import run_demo
+from goosectl.controller.demo.offline import run_demo
 from tests.support.procs import goosectl
 
 
