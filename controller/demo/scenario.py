@@ -29,12 +29,12 @@ copy of the protection stream for a moment. The script:
 
 With `signed=True` (what `goosectl demo` runs) the protection IED signs its stream
 (IEC 62351-6, the demo's built-in key) and the controller requires it; three attacks on
-the trip follow, none acted on (the forgeries refused on the timeline, the replay absorbed
-by the A/B merge as a duplicate of a frame it has seen):
+the trip follow, none acted on, all three refused on the timeline (the forgeries by the
+authentication gate, the replay by the receive rules: its stNum is one the stream passed):
 
   17.0 s  a forged trip: the stream's addresses, confRev, the next stNum, no MAC
   17.5 s  a forged trip signed with a key id the forger guessed, the wrong secret
-  18.0 s  a replayed genuine trip: the signed 15.0 s trip frame, sent again
+  18.0 s  a replayed genuine trip: the signed 6.0 s trip frame, sent again
 """
 
 from __future__ import annotations
@@ -284,21 +284,21 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0), signed: bool = False) ->
     ]
     if signed:
 
-        def keep_trip(t: int) -> None:  # the genuine 15.0 s trip, as an attacker records it
-            trips[15.0] = last_prot[0]
+        def keep_trip(t: int) -> None:  # the genuine 6.0 s trip, as an attacker records it
+            trips[6.0] = last_prot[0]
 
         def inject(make):
             return lambda t: scn.frames.append((t, make(t)))
 
         actions += [
-            (15.0, "", keep_trip),
+            (6.0, "", keep_trip),
             (17.0, "forged trip: right addresses, next stNum, no MAC", inject(
                 lambda t: _forged(last_prot[0], t, None))),
             (17.5, "forged trip signed with a guessed key id, wrong secret", inject(
                 lambda t: _forged(last_prot[0], t, MacKey(
                     DEMO_KEY_ID, ALGORITHMS["hmac-sha256-128"], bytes(32))))),
-            (18.0, "replayed genuine trip (the 15.0 s frame again)", inject(
-                lambda t: trips[15.0])),
+            (18.0, "replayed genuine trip (the 6.0 s frame again)", inject(
+                lambda t: trips[6.0])),
         ]  # fmt: skip
     emit(hub.start(EPOCH, EPOCH), EPOCH)
     actions.sort(key=lambda a: a[0])  # stable: same-time actions keep their order

@@ -37,7 +37,14 @@ from goosectl.controller.engine.registry import Registry
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.goose.fastpath import stream_key
 from goosectl.protocols.goose import GooseError
-from goosectl.protocols.goose.security import DEFAULT_PROFILE, PROFILES, HeaderProfile, parse, sign
+from goosectl.protocols.goose.security import (
+    DEFAULT_PROFILE,
+    PROFILES,
+    HeaderProfile,
+    MacKey,
+    parse,
+    sign,
+)
 
 REGISTRY = Registry("goose-auth")
 TABLE_PATH = shipped("goosectl.controller.goose", "tables", "auth.yaml")
@@ -51,8 +58,10 @@ REASONS: dict[str, str] = {
     "early_key": "signed with a key before its not_before (and the grace window)",
     "bad_mac": "the MAC does not verify",
 }
-#: distinct verified headers a subscription remembers (`Policy.headers`)
-MAX_HEADERS = 8
+#: verified headers (the octets through gocbRef) the gate remembers (`AuthGate.fast`):
+#: a stream's new states and retransmissions differ in Length (TAL's width), so a stream
+#: has a few; full, it starts again (a forger cannot add one: only verified frames do)
+MAX_KNOWN = 64
 #: at most one security event per subscription this often; refusals between are counted
 EVENT_EVERY_NS = 1_000_000_000
 
@@ -90,6 +99,11 @@ class Verdict:
 
 
 UNSIGNED = Verdict("unsigned")
+#: `AuthGate.fast`'s entries: policy, EtherType offset, end of gocbRef, end of the APDU,
+#: the extension through the mAC's tag and length octets, the end of the
+#: AuthenticationValue, the extension's end, the key, the verdicts verified and bad_mac,
+#: the key's window (grace included), the unsigned frame's octets through gocbRef
+Known = tuple["Policy", int, int, int, bytes, int, int, MacKey, Verdict, Verdict, int, int, bytes]
 _REFUSED = {r: Verdict("refused", r) for r in REASONS}
 
 
@@ -129,14 +143,12 @@ class Policy:
 
     __slots__ = (
         "counts",
-        "headers",
         "key",
         "key_id",
         "last_event",
         "machine",
         "mode",
         "pending",
-        "remember",
         "stream",
         "verified",
     )
@@ -150,15 +162,6 @@ class Policy:
         self.machine: Any = None
         self.last_event: int | None = None
         self.pending = 0
-        #: of the last frame that verified: its octets from the APDU's end through the
-        #: mAC's tag and length; the extension's length; the key; the verdicts verified and
-        #: bad_mac; the key's window (grace included). A retransmission differs only in its
-        #: goosePdu and MAC, so its extension needs no parse
-        self.remember: tuple[bytes, int, Key, Verdict, Verdict, int, int] | None = None
-        #: header octets (APPID, Length, Reserved1, Reserved2) that verified frames carried
-        #: -> the reserved octets of the unsigned frame: a stream's new states and
-        #: retransmissions differ in Length (TAL's width), so it has a few of them
-        self.headers: dict[bytes, bytes] = {}
         #: frames verified, and the key id of the last verified frame the auth machine was
         #: told of (None: tell it at the next one)
         self.verified = 0
@@ -207,6 +210,9 @@ class AuthGate:
         #: the verdict of the transport that carried the next frame (R-GOOSE: the SPDU's,
         #: `controller/goose/rgoose.py`), used once instead of judging a Layer-2 extension
         self.carried: Verdict | None = None
+        #: the headers of verified HMAC frames -> what their successors are checked by
+        #: (`check`)
+        self.fast: dict[bytes, Known] = {}
 
     @property
     def active(self) -> bool:
@@ -216,9 +222,7 @@ class AuthGate:
     def set_keys(self, keys: KeyFile | None) -> None:
         """A reloaded key file: from the next frame on, only its keys verify."""
         self.keys = keys
-        for pol in (*self.by_key.values(), self.default):
-            pol.remember = None
-            pol.headers.clear()
+        self.fast.clear()
 
     def policy(self, buf: bytes) -> Policy:
         gk = stream_key(buf)
@@ -228,7 +232,43 @@ class AuthGate:
         return self.by_key.get(buf[0:6] + buf[off + 2 : off + 4] + gk, self.default)
 
     def check(self, buf: bytes, now_ns: int) -> bytes | None:
-        """The frame the subscriber reads (unsigned once verified), or None if refused."""
+        """The frame the subscriber reads (unsigned once verified), or None if refused.
+
+        A frame behind a header already verified (the same octets through gocbRef, so the
+        same subscription, Length and reserved fields) whose extension is that frame's but
+        for the MAC (a retransmission, or a new state of the same length) is checked
+        without a parse: the extension's layout, key and verdicts are the remembered
+        frame's, the MAC is verified over a memoryview. Anything else: `_check`."""
+        if self.carried is None:
+            try:  # the octets through gocbRef: the key of `fast` (as `stream_key` finds it)
+                p = 26 if buf[12] == 0x81 and buf[13] == 0 else 22
+                n = buf[p + 1]
+                p += 2 if n < 0x80 else 2 + (n & 0x7F)
+                known = self.fast.get(buf[: p + 2 + buf[p + 1]])
+            except IndexError:
+                known = None
+            if known is not None:
+                pol, off, head_end, apdu_end, av, av_end, ext_end, key, ok, bad, lo, hi, head = (
+                    known
+                )
+                if (
+                    buf[apdu_end : av_end + 2] == av
+                    and ext_end <= len(buf)
+                    and lo <= now_ns + self.utc_offset_ns <= hi
+                ):
+                    self.last_policy = pol
+                    if key.check_hmac(memoryview(buf)[off:av_end], buf[av_end + 2 : ext_end]):
+                        self.last = ok
+                        pol.verified += 1
+                        if ext_end == len(buf):
+                            return head + buf[head_end:apdu_end]
+                        return head + buf[head_end:apdu_end] + buf[ext_end:]  # padding
+                    self._refuse(pol, bad, now_ns)
+                    return None
+        return self._check(buf, now_ns)
+
+    def _check(self, buf: bytes, now_ns: int) -> bytes | None:
+        """Every check, the extension parsed strictly (`judge`)."""
         carried, self.carried = self.carried, None
         pol = self.policy(buf)
         self.last_policy = pol
@@ -236,31 +276,6 @@ class AuthGate:
         if mode == "off":
             self.last = None
             return buf
-        mem = pol.remember
-        if mem is not None and carried is None:
-            # a frame whose extension is the last verified one's but for the MAC (same key
-            # id and key times), behind a header (APPID, Length, Reserved1/2) already seen
-            # to announce it: a retransmission, or a new state of the same length class
-            av, ext_len, key, verdict, bad, lo, hi = mem
-            off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
-            cleared = pol.headers.get(buf[off + 2 : off + 10])
-            if cleared is not None:
-                apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
-                av_end = apdu_end + len(av) - 2  # `av` ends with the mAC's tag and length
-                ext_end = apdu_end + ext_len
-                if (
-                    buf[apdu_end : av_end + 2] == av
-                    and ext_end <= len(buf)
-                    and lo <= now_ns + self.utc_offset_ns <= hi
-                ):
-                    if key.key.check_hmac(memoryview(buf)[off:av_end], buf[av_end + 2 : ext_end]):
-                        self.last = verdict
-                        pol.verified += 1
-                        return b"".join(
-                            (buf[: off + 6], cleared, buf[off + 10 : apdu_end], buf[ext_end:])
-                        )
-                    self._refuse(pol, bad, now_ns)
-                    return None
         if carried is not None:
             verdict, out = carried, buf
         else:
@@ -297,32 +312,41 @@ class AuthGate:
             pol.key_id = None  # the next verified frame is journaled again
 
     def _remember(self, pol: Policy, buf: bytes, verdict: Verdict) -> None:
+        """Remember a verified HMAC frame's header, extension layout and key, so the
+        next frames behind the same header skip the parse (`check`)."""
         keys = self.keys
         key = keys.keys.get(verdict.key_id) if keys is not None and verdict.key_id else None
         if keys is None or key is None or key.key.algorithm.gmac:
-            pol.remember = None
             return  # a GMAC frame's IV differs every frame: always parsed
         off = 16 if buf[12] == 0x81 and buf[13] == 0 else 12
         r1 = buf[off + 6] << 8 | buf[off + 7]
         r2 = buf[off + 8] << 8 | buf[off + 9]
         apdu_end = off + 2 + (buf[off + 4] << 8 | buf[off + 5])
         ext_len = self.profile.length(r1, r2, buf[off : off + 6])
-        mac_len = key.key.algorithm.mac_len
-        av_end = apdu_end + ext_len - 2 - mac_len
+        ext_end = apdu_end + ext_len
+        av_end = ext_end - 2 - key.key.algorithm.mac_len
+        gk = stream_key(buf)
+        if gk is None:
+            return
+        head_end = buf.index(gk, off + 10) + len(gk)
         c1, c2 = self.profile.clear(r1, r2)
-        av = buf[apdu_end : av_end + 2]  # through the mAC's tag and length octets
-        old = pol.remember
-        if len(pol.headers) >= MAX_HEADERS or (old is not None and old[:2] != (av, ext_len)):
-            pol.headers.clear()  # headers are remembered for one extension layout only
-        pol.headers[buf[off + 2 : off + 10]] = c1.to_bytes(2, "big") + c2.to_bytes(2, "big")
-        pol.remember = (
-            av,
-            ext_len,
-            key,
+        head = buf[: off + 6] + c1.to_bytes(2, "big") + c2.to_bytes(2, "big")
+        if len(self.fast) >= MAX_KNOWN:
+            self.fast.clear()
+        self.fast[buf[:head_end]] = (
+            pol,
+            off,
+            head_end,
+            apdu_end,
+            buf[apdu_end : av_end + 2],  # through the mAC's tag and length octets
+            av_end,
+            ext_end,
+            key.key,
             verdict,
             Verdict("refused", "bad_mac", key.key_id, key.algorithm),
             key.not_before_ns - keys.grace_ns,
             key.not_after_ns + keys.grace_ns,
+            head + buf[off + 10 : head_end],
         )
 
     def _feed(self, pol: Policy, event: str, now_ns: int, payload: Any) -> None:

@@ -40,6 +40,13 @@ def _refusal_text(code: str) -> str:
     return ERR_TEXT.get(code, code)
 
 
+#: classes of a frame the receive rules never deliver as replays (IEC 62351-6 section
+#: 6.2): a refusal line on the timeline, as an authentication refusal has
+REPLAY_CLASSES = {
+    "replay": "stNum/sqNum do not advance: an old frame sent again",
+    "stale": "a state already seen, or whose t is older than the stream's beyond the skew",
+}
+
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused
 #: retransmission of it only a count
 STATE_CLASSES = frozenset({"first", "new_state", "missed_states", "restart"})
@@ -171,6 +178,11 @@ def describe(r: Any) -> str | None:
             return (
                 f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
                 f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
+            )
+        if r.cls in REPLAY_CLASSES:  # never delivered: the receive rules refused it
+            return (
+                f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
+                f"{r.cls} ({REPLAY_CLASSES[r.cls]})"
             )
         flags = f" [{', '.join(r.flags)}]" if r.flags else ""
         return f"frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"

@@ -15,8 +15,10 @@ SPDU: six random octets per process, then a counter).
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import socket
+import struct
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -27,15 +29,57 @@ from goosectl.controller.goose.effects import SendFrame
 from goosectl.controller.goose.rgoose import RgooseReceiver, feed, receiver_for
 from goosectl.protocols.rgoose import PORT, BadSpdu, apdu_of_frame, encode
 
+#: ioctl: an interface's IPv4 address (linux/sockios.h)
+SIOCGIFADDR = 0x8915
 #: datagrams read per wake-up before the loop serves its other inputs again
 BATCH = 64
 
 
 def parse_target(text: str) -> tuple[str, int]:
-    """'239.192.0.1' or '10.0.0.2:102' -> (address, port)."""
+    """'239.192.0.1' or '10.0.0.2:102' -> (address, port); a `ValueError` that says what
+    is wrong with anything else (an IPv6 address, a port that is no number)."""
+    if text.count(":") > 1 or text.startswith("["):
+        raise ValueError("an IPv6 address; R-GOOSE runs over IPv4 only here")
     host, _, port = text.partition(":")
-    socket.inet_aton(host)  # OSError names a bad address
-    return host, int(port) if port else PORT
+    try:
+        socket.inet_aton(host)
+    except OSError:
+        raise ValueError(f"{host!r} is not an IPv4 address") from None
+    if not port:
+        return host, PORT
+    if not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"port {port!r} is not a number 1..65535")
+    return host, int(port)
+
+
+def interface(iface: str) -> tuple[bytes, int]:
+    """The `iface` of a multicast socket -> (IPv4 address, interface index) for
+    `struct ip_mreqn`: an IPv4 address of the interface, or the interface's name ("eth1",
+    which is what a user names first); "" is the kernel's choice."""
+    if not iface:
+        return bytes(4), 0
+    try:
+        return socket.inet_aton(iface), 0
+    except OSError:
+        pass
+    try:
+        index = socket.if_nametoindex(iface)
+    except OSError:
+        raise ValueError(
+            f"R-GOOSE interface {iface!r}: neither an IPv4 address nor an interface here"
+        ) from None
+    return _ipv4_of(iface), index
+
+
+def _ipv4_of(name: str) -> bytes:
+    """The interface's IPv4 address (SIOCGIFADDR), so datagrams sent on it carry it as
+    their source (the subscriber tells senders apart by it); 0.0.0.0 if it has none."""
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        try:
+            req = fcntl.ioctl(s.fileno(), SIOCGIFADDR, struct.pack("256s", name.encode()[:15]))
+        except OSError:
+            return bytes(4)
+    return req[20:24]
 
 
 def is_multicast(addr: str) -> bool:
@@ -69,13 +113,14 @@ def open_socket(
     try:
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         s.bind((bind, port))
+        local, index = interface(iface)
+        mreqn = local + struct.pack("@i", index)  # struct ip_mreqn without its group
         for g in groups:
-            mreq = socket.inet_aton(g) + socket.inet_aton(iface or "0.0.0.0")
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, socket.inet_aton(g) + mreqn)
         s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
         s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
         if iface:
-            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(iface))
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, bytes(4) + mreqn)
         s.setblocking(False)
     except BaseException:
         s.close()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from hashlib import sha256
-from typing import Final
+from typing import Any, Final
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
@@ -78,7 +78,7 @@ CIPHERS: Final[dict[str, Algorithm]] = {
 class MacKey:
     """A secret bound to its algorithm, prepared once (HMAC pre-keyed, AES key expanded)."""
 
-    __slots__ = ("_aes", "_hmac", "algorithm", "key_id")
+    __slots__ = ("_aes", "_hmac", "_inner", "_outer", "algorithm", "key_id")
 
     def __init__(self, key_id: int, algorithm: Algorithm, secret: bytes) -> None:
         if not 0 < key_id <= 0xFFFFFFFF:
@@ -93,6 +93,7 @@ class MacKey:
                 raise ValueError(f"{algorithm.name} needs at least 16 secret octets")
             self._aes = None
             self._hmac = hmac.new(secret, digestmod=sha256)
+            self._inner, self._outer = _pads(secret)
         self.key_id = key_id
         self.algorithm = algorithm
 
@@ -115,6 +116,8 @@ class MacKey:
             return False
         if (iv is None) == self.algorithm.gmac:
             return False
+        if self._aes is None:
+            return self.check_hmac(domain, tag)
         return hmac.compare_digest(self.mac(domain, iv), tag)
 
     def seal(self, iv: bytes, plain: bytes, aad: bytes) -> tuple[bytes, bytes]:
@@ -138,11 +141,25 @@ class MacKey:
 
     def check_hmac(self, domain: bytes | memoryview, tag: bytes) -> bool:
         """`check` for an HMAC key whose tag length the caller has checked: the
-        retransmission path, which knows the extension's layout from the previous frame."""
-        assert self._hmac is not None
-        h = self._hmac.copy()
-        h.update(domain)
-        return hmac.compare_digest(h.digest()[: self.algorithm.mac_len], tag)
+        retransmission path, which knows the extension's layout from the previous frame.
+
+        RFC 2104 from the two SHA-256 states keyed once (`_pads`): two `copy()` and two
+        digests, where `hmac.HMAC.copy()` + `digest()` copy OpenSSL's HMAC context twice
+        and allocate three digest contexts (about half the time of the frame's MAC)."""
+        inner = self._inner.copy()
+        inner.update(domain)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        return hmac.compare_digest(outer.digest()[: self.algorithm.mac_len], tag)
+
+
+def _pads(secret: bytes) -> tuple[Any, Any]:
+    """SHA-256 states after the HMAC key's inner and outer pad blocks (RFC 2104: a key
+    longer than the 64-octet block is hashed first), for `MacKey.check_hmac`."""
+    if len(secret) > 64:
+        secret = sha256(secret).digest()
+    block = secret.ljust(64, b"\0")
+    return sha256(bytes(b ^ 0x36 for b in block)), sha256(bytes(b ^ 0x5C for b in block))
 
 
 # -- header profiles -------------------------------------------------------------------------

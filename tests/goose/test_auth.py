@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import KeyFile
@@ -308,3 +310,58 @@ def test_status_shows_the_auth_counters(tmp_path) -> None:
     hub.frame(raw_frame(1, 0), "A", 0)
     c = hub.counters()["auth"][GOCB]
     assert c["policy"] == "required" and c["state"] == "refusing" and c["counts"] == {"unsigned": 1}
+
+
+def test_the_remembered_header_judges_every_frame_as_the_full_check(tmp_path) -> None:
+    """The gate's fast path (a header already verified: no parse, the remembered layout)
+    is a compiled view of the full check: for any frame, flipped, cut, padded, at any
+    time across the keys' windows, a gate that remembers the stream's header returns what
+    a gate that has seen nothing returns, with the same verdict."""
+    kf = keys(tmp_path)
+    warm = sub_hub(kf).bank.auth
+    assert warm is not None
+    warm.check(signed_raw(1, 0), 0)
+    assert warm.fast  # the header is remembered
+    bases = [signed_raw(1, 1), signed_raw(2, 0, values=(True, False)), signed_raw(1, 1, key_id=9)]
+
+    @given(
+        base=st.sampled_from(bases),
+        flips=st.lists(st.tuples(st.integers(0, 400), st.integers(1, 255)), max_size=3),
+        cut=st.integers(0, 8),
+        pad=st.binary(max_size=6),
+        now=st.integers(0, 2 * 3600 * S),
+    )
+    @settings(max_examples=200, deadline=None, derandomize=True)
+    def agree(base: bytes, flips: list, cut: int, pad: bytes, now: int) -> None:
+        buf = bytearray(base)
+        for pos, x in flips:
+            buf[pos % len(buf)] ^= x
+        frame = bytes(buf[: len(buf) - cut]) + pad
+        fresh = sub_hub(kf).bank.auth
+        assert fresh is not None
+        want = fresh.check(frame, now)
+        assert (warm.check(frame, now), warm.last) == (want, fresh.last)
+
+    agree()
+
+
+def test_a_replayed_signed_trip_does_nothing_and_a_restarted_publisher_is_accepted(
+    tmp_path,
+) -> None:
+    """Genuine signed frames sent again verify (they are genuine); the receive rules
+    refuse them: the same trip frame, and a frame with the next stNum but an old `t`. A
+    publisher restarted after the TAL ran out is accepted."""
+    kf = keys(tmp_path)
+    hub = sub_hub(kf)
+    t0 = 1_750_000_000
+    assert [v.deliver for v in verdicts(hub.frame(signed_raw(1, 0, t_s=t0), "A", 0))] == [True]
+    trip = signed_raw(2, 0, t_s=t0 + 1, values=(True, False))
+    assert [v.deliver for v in verdicts(hub.frame(trip, "A", MS))] == [True]
+    again = verdicts(hub.frame(trip, "A", 2 * MS))
+    assert [(v.deliver, v.cls) for v in again] == [(False, "duplicate")]  # the last frame
+    old_t = verdicts(hub.frame(signed_raw(3, 0, t_s=t0 - 600, values=(True, False)), "A", 3 * MS))
+    assert [(v.deliver, v.cls) for v in old_t] == [(False, "stale")]
+    hub.advance(10_000 * MS)  # the TAL (2 s) runs out: the stream is lost
+    restarted = verdicts(hub.frame(signed_raw(1, 0, t_s=t0 + 20), "A", 10_001 * MS))
+    assert [(v.deliver, v.cls) for v in restarted] == [(True, "restart")]
+    assert set(auth_counts(hub)) == {"verified"}  # every frame verified: the rules refused

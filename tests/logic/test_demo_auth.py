@@ -1,12 +1,13 @@
 """The demo's attacks on the protection trip (IEC 62351-6): a forged trip without a MAC, one
 with a wrong MAC and a replayed genuine trip; none trips, the forgeries are refused on the
-timeline with their reasons."""
+timeline with their reasons, the replay by the receive rules."""
 
 from __future__ import annotations
 
 import re
 
 from goosectl.controller.demo.offline import run_demo
+from tests.support.procs import goosectl
 
 
 def test_the_demo_refuses_its_forged_and_replayed_trips(tmp_path) -> None:
@@ -15,6 +16,8 @@ def test_the_demo_refuses_its_forged_and_replayed_trips(tmp_path) -> None:
     text = "\n".join(lines)
     assert re.search(r"17\.000 s  refused  prot .*auth_unsigned \(no security extension", text)
     assert re.search(r"17\.500 s  refused  prot .*auth_bad_mac \(the MAC does not verify\)", text)
+    # the genuine 6.0 s trip sent again verifies (it is genuine); its stNum is behind
+    assert re.search(r"18\.000 s  refused  prot st=\d+ sq=0 replay \(stNum/sqNum do not", text)
 
     def seconds(line: str) -> float:
         return float(line.split()[0])
@@ -26,3 +29,19 @@ def test_the_demo_refuses_its_forged_and_replayed_trips(tmp_path) -> None:
     assert [x for x in lines if "TRIP sent (protection)" in x and seconds(x) < 16]
     prot = next(v for v in result.lgos if v.label == "prot")
     assert dict(prot.refused)["auth_unsigned"] == 1 and dict(prot.refused)["auth_bad_mac"] == 1
+
+
+def test_goosectl_demo_shows_the_three_attacks_refused(tmp_path) -> None:
+    """What a user running `goosectl demo` reads: a refusal line for each attack, with
+    what was wrong, and no TRIP after them."""
+    out = goosectl("demo", "--out", str(tmp_path / "demo")).stdout
+    refused = [
+        x.split(None, 3)[3] for x in out.splitlines() if re.match(r"\s+1[78]\.\d+ s  refused", x)
+    ]
+    assert [r.split(" (")[0].split()[-1] for r in refused] == [
+        "auth_unsigned",
+        "auth_bad_mac",
+        "replay",
+    ], out
+    late = [x for x in out.splitlines() if re.match(r"\s+1[7-9]\.\d+ s ", x)]
+    assert not [x for x in late if "TRIP sent" in x], late

@@ -4,11 +4,13 @@ lines, verdicts and machines as for Layer-2 GOOSE, and the SPDU number's replay 
 from __future__ import annotations
 
 import json
+import socket
 from pathlib import Path
 
 import yaml
 
 from goosectl.controller.cli import main as goosectl
+from goosectl.controller.shell.rgoose_live import interface, open_socket
 from goosectl.protocols.ethernet.pcap import PcapWriter
 from goosectl.protocols.rgoose import PORT, apdu_of_frame, encode
 from goosectl.protocols.rgoose.udp import frame
@@ -103,3 +105,32 @@ def test_replay_trips_on_a_signed_rgoose_trip_only(tmp_path, capsys) -> None:
     kinds = {a["kind"]: a["frames"] for s in anomalies["streams"].values() for a in s}
     assert kinds["unsigned"] == [2] and kinds["bad_mac"] == [3]
     assert lines[-1]["event"] == "counters"
+
+
+def test_listen_rgoose_says_what_is_wrong_with_an_address(capsys) -> None:
+    """The addresses a user tries first get an error naming the problem, exit 2."""
+    cases = {
+        ("--rgoose", "[ff02::1]:102"): "an IPv6 address; R-GOOSE runs over IPv4 only here",
+        ("--rgoose", "ff02::1"): "an IPv6 address",
+        ("--rgoose", "239.192.0.1:abc"): "port 'abc' is not a number 1..65535",
+        ("--rgoose", "239.192.0.1:0"): "port '0' is not a number 1..65535",
+        ("--rgoose", "bay1-prot"): "'bay1-prot' is not an IPv4 address",
+        ("--rgoose", "239.192.0.1", "--rgoose-iface", "nosuch0"): (
+            "R-GOOSE interface 'nosuch0': neither an IPv4 address nor an interface here"
+        ),
+    }
+    for args, want in cases.items():
+        assert goosectl(["listen", *args, "--duration", "1"]) == 2, args
+        err = capsys.readouterr().err
+        assert want in err and "inet_aton" not in err, (args, err)
+
+
+def test_an_rgoose_interface_is_an_address_or_a_name() -> None:
+    """`--rgoose-iface lo` (a name, as `--iface` takes) joins on that interface with its
+    IPv4 address as the source; an address is taken as it is."""
+    lo = socket.if_nametoindex("lo")
+    assert interface("lo") == (socket.inet_aton("127.0.0.1"), lo)
+    assert interface("127.0.0.1") == (socket.inet_aton("127.0.0.1"), 0)
+    assert interface("") == (bytes(4), 0)
+    with open_socket("0.0.0.0", 0, ("239.192.0.9",), "lo") as s:
+        assert s.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL) == 1
