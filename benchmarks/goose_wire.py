@@ -231,7 +231,8 @@ class LineProc:
             if want(line):
                 return line
         self.kill()
-        raise RuntimeError(f"{self.proc.args[:4]} did not start: {' | '.join(self.err[-5:])}")
+        why = " | ".join(self.err[-5:])
+        raise RuntimeError(f"no awaited line from {self.proc.args[-6:]}: {why}")
 
     def kill(self) -> None:
         if self.proc.poll() is None:

@@ -15,6 +15,7 @@ of the result; a budget not met is an XFAIL with those numbers (`check_budget`).
 from __future__ import annotations
 
 import contextlib
+import shutil
 import signal
 import subprocess
 import tempfile
@@ -127,6 +128,7 @@ def test_wire_trip_with_uplink_publishing(benchmark, short, realtime: bool) -> N
             trip.close()
         with contextlib.suppress(Exception):
             broker.stop()
+        shutil.rmtree(root, ignore_errors=True)
     kind = "run --realtime" if realtime else "run"
     rows = sum(side.acked)
     seconds = sum(u["uplink"].wall_s for name, _, u in run.blocks if name.startswith("B"))
