@@ -32,10 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from controller.goose.effects import FrameClassified
-from controller.goose.hub import GooseHub
-from controller.shell.goose_live import LiveGoose
-from lab.wire_floor import probe_frame
+from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.lab.wire_floor import probe_frame
 
 
 def classify(iface: str) -> int:
@@ -174,7 +174,7 @@ def device_fifo(trip: Any) -> None:
     IED (`lab.wire_latency.peer_fifo`). Left SCHED_OTHER beside five Chromiums on two
     cores, it answered the device link late enough (4 x 50 ms) that the controller
     declared the link down and, rightly, refused the lab's next close."""
-    from lab.wire_latency import PEER_FIFO_PRIORITY
+    from goosectl.lab.wire_latency import PEER_FIFO_PRIORITY
 
     os.sched_setscheduler(trip.procs[0].pid, os.SCHED_FIFO, os.sched_param(PEER_FIFO_PRIORITY))
 
@@ -276,7 +276,7 @@ def interleave(
     so the host's noise falls on both. `meter` measures each block, `meter_load` only the
     B blocks. A trip the controller did not answer ends the run with `diagnose()`'s words
     (what the controller says about itself) in `stalled`."""
-    from lab.wire_latency import peer_fifo
+    from goosectl.lab.wire_latency import peer_fifo
 
     out = Interleaved()
     per = -(-n // blocks)
@@ -313,7 +313,7 @@ def interleave(
 def controller_words(trip: Any) -> str:
     """What a controller that did not answer says about itself: its device link, breaker,
     inputs and the last refusals (its journal's `bay` checkpoint), for the report."""
-    from controller.shell.control import request
+    from goosectl.controller.shell.control import request
 
     words = []
     try:

@@ -26,7 +26,7 @@ import pytest
 
 from benchmarks.goose_wire import ProcCpu, controller_words, device_fifo, interleave
 from benchmarks.percentiles import check_budget, summarise
-from controller.fleet.source import CHECKPOINT, load_checkpoint
+from goosectl.controller.fleet.source import CHECKPOINT, load_checkpoint
 from tests.support.peers import REPO, require_iec61850, require_root
 from tests.support.procs import goosectl_argv
 
@@ -100,7 +100,7 @@ class Publishing:
 def test_wire_trip_with_uplink_publishing(benchmark, short, realtime: bool) -> None:
     require_root()
     require_iec61850()
-    from lab.wire_latency import WireTrip
+    from goosectl.lab.wire_latency import WireTrip
     from tests.fleet.brokers import Mosquitto
 
     n = 1000 if short else 5000

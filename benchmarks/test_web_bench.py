@@ -115,7 +115,7 @@ def test_wire_trip_with_five_pages_open(benchmark, short, realtime: bool) -> Non
     require_root()
     require_iec61850()
     _require(CHROMIUM.exists(), "Debian's chromium is not installed (apt-get install chromium)")
-    from lab.wire_latency import WireTrip
+    from goosectl.lab.wire_latency import WireTrip
 
     n = 1000 if short else 5000
     trip = WireTrip(realtime=realtime)
