@@ -1,0 +1,467 @@
+"""The trip reflex: the engine's decision on the next trip frame, compiled ahead of it.
+
+A trip frame costs the engine a parse, a judge, seven machine steps and two encodings
+before the TRIP bytes exist. Almost all of that is known before the frame arrives: while a
+protection stream sits valid at "no trip" and the breaker is closed, the only frame that
+trips is the stream's last frame with stNum + 1, sqNum 0 and the trip member TRUE, and what
+the engine emits for it (the TRIP command's framed bytes with the link's next sequence
+number, the trip-acknowledged frame) depends on nothing the frame can still vary but its
+TAL, its `t` and the time it comes.
+
+So `arm` asks the engine itself: it runs a copy of the controller (`clone`: the same
+tables, no journal, no shell) on that candidate frame and records what the copy wrote at
+its `urgent` moments, the very outputs the live shell writes early. No rule is restated
+here: what trips, what the bay emits, how the link frames the command and how the
+publisher builds the ack all come from the copy's run. An arming holds
+
+- the octets the frame must carry, as three segments (everything up to the TAL TLV, from
+  it to the `t` content, from `t` to the end), per TAL width that fits the bound the
+  receive rules put on TAL;
+- what the engine read to decide (a fingerprint: every machine's state and context but
+  the counters a retransmission moves), so any other change disarms it;
+- what the copy emitted: the device bytes and the frames, with where their `t` (the bay's
+  UTC at the input) sits, filled in for the time the frame really comes.
+
+`Arming.match` is the frame-path check: a dict lookup by length, three slice compares, a
+few integer compares, the fingerprint compare. It refuses (and the engine's path runs
+alone, as without a reflex) whenever a timer is due, the `t` is older than the stream's
+last, or the TAL is outside its bound: what it accepts is a subset of what the engine
+trips on, which `tests/logic/test_reflex.py` checks by running both on random states and
+frames.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from dataclasses import dataclass
+from operator import itemgetter
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+from controller.engine.machine import Machine
+from controller.goose.effects import SendFrame
+from controller.goose.fastpath import spans
+from protocols.goose import UtcTime
+
+if TYPE_CHECKING:
+    from controller.logic.core import BayController
+    from controller.logic.mapping import Rule
+
+#: the bay event a trip input raises: the inputs that feed it are the ones armed
+TRIP_EVENT = "protection_trip"
+#: context fields a retransmission (or a publisher's own repeat) moves without changing
+#: what the next new state does; `match` checks the ones that matter (`t_ns`) itself
+VOLATILE = {
+    "goose-stream": frozenset({"sq", "rx_ns", "tal_ns", "t_ns", "data_ns"}),
+    "goose-side": frozenset({"sq", "rx_ns", "tal_ns"}),
+    "goose-publisher": frozenset({"sq", "k"}),
+}
+#: tags of the goosePdu fields the candidate changes or reads
+GOCB, TAL, T, ST, SQ, ALL_DATA = 0x80, 0x81, 0x84, 0x85, 0x86, 0xAB
+#: the UTC shift between the two runs of `arm` that find where the bay's UTC sits in what
+#: it emits (a shift that moves every octet of `t` but the seconds' top one)
+PROBE_NS = 1_234_567_891
+
+
+# -- BER, only as far as the candidate needs ---------------------------------------------
+
+
+def _tlvs(buf: bytes, pos: int, end: int) -> list[tuple[int, int, int, int]] | None:
+    """(tag, start, content start, stop) of each TLV in buf[pos:end]; None if odd."""
+    out = []
+    while pos < end:
+        tag = buf[pos]
+        n = buf[pos + 1]
+        c = pos + 2
+        if n & 0x80:
+            k = n & 0x7F
+            if not 0 < k <= 2:
+                return None
+            n = int.from_bytes(buf[c : c + k])
+            c += k
+        if c + n > end:
+            return None
+        out.append((tag, pos, c, c + n))
+        pos = c + n
+    return out
+
+
+def _length(n: int, like: int) -> bytes:
+    """A BER length of `n` in the form the sender used (`like` length octets), if it fits."""
+    if like == 1:
+        if n >= 0x80:
+            raise ValueError("grew out of the short form")
+        return bytes((n,))
+    k = like - 1
+    if n >= 1 << (8 * k):
+        raise ValueError("grew out of its long form")
+    return bytes((0x80 | k,)) + n.to_bytes(k)
+
+
+def _unsigned(v: int) -> bytes:
+    """Minimal BER INTEGER content of an unsigned value (a zero octet before a top bit)."""
+    return v.to_bytes(v.bit_length() // 8 + 1)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """The next trip frame of a stream, spliced from its last frame's own octets."""
+
+    buf: bytes
+    #: offsets in `buf`: the TAL TLV, the `t` content
+    tal_at: int
+    t_at: int
+
+
+def candidate(last: bytes, st_num: int, index: int, tal: int | None = None) -> Candidate | None:
+    """`last` with stNum `st_num`, sqNum 0 and allData member `index` (a BOOLEAN) TRUE,
+    every other octet as the publisher sent it (TAL `tal` if given, in its minimal form);
+    None if the frame is not one this splice understands (then nothing is armed)."""
+    off = 16 if last[12:14] == b"\x81\x00" else 12
+    p = off + 10  # past the EtherType, APPID, length, reserved
+    if last[p] != 0x61:
+        return None
+    outer = _tlvs(last, p, len(last))
+    if outer is None or len(outer) != 1:
+        return None
+    _, _, c0, stop = outer[0]
+    fields = _tlvs(last, c0, stop)
+    if fields is None:
+        return None
+    parts: list[bytes] = []
+    for tag, start, c, end in fields:
+        if tag == ST:
+            parts.append(bytes((ST,)) + _length(len(_unsigned(st_num)), c - start - 1))
+            parts.append(_unsigned(st_num))
+        elif tag == SQ:
+            if c - start != 2:
+                return None
+            parts.append(bytes((SQ, 1, 0)))
+        elif tag == TAL and tal is not None:
+            content = _unsigned(tal)
+            parts.append(bytes((TAL, len(content))) + content)
+        elif tag == ALL_DATA:
+            items = _tlvs(last, c, end)
+            if items is None or index >= len(items):
+                return None
+            it, _, ic, ie = items[index]
+            if it != 0x83 or ie - ic != 1:
+                return None
+            data = last[c:ic] + b"\x01" + last[ie:end]
+            parts.append(bytes((ALL_DATA,)) + _length(len(data), c - start - 1) + data)
+        else:
+            parts.append(last[start:end])
+    try:
+        pdu_content = b"".join(parts)
+        pdu = b"\x61" + _length(len(pdu_content), c0 - p - 1) + pdu_content
+    except ValueError:
+        return None
+    head = last[: off + 4] + (8 + len(pdu)).to_bytes(2) + last[off + 6 : off + 10]
+    buf = head + pdu
+    cuts = spans(buf)
+    if cuts is None:
+        return None
+    return Candidate(buf, cuts[0] - 2, cuts[2])
+
+
+# -- the copy the arming asks --------------------------------------------------------------
+
+
+def clone(bay: BayController) -> BayController:
+    """A copy of the controller to run ahead: every machine and buffer its own, the tables
+    and the config shared (immutable), no journal (the copy's steps are not history), no
+    observers and no `urgent` (the shell's)."""
+    memo: dict[int, Any] = {id(bay.config): bay.config}
+    if bay.runner.journal is not None:
+        memo[id(bay.runner.journal)] = None
+    memo[id(bay.observers)] = []
+    memo[id(bay.__dict__["urgent"])] = None
+    for runner in (bay.runner, bay.link.bus):
+        for m in runner.machines.values():
+            memo[id(m.table)] = m.table
+    for runner in (bay.runner, bay.link.bus):
+        for m in runner.machines.values():
+            memo[id(m)] = _clone_machine(m, memo)
+    twin = copy.deepcopy(bay, memo)
+    # the engine's own methods, never a wrapper a shell or a bench put on an instance (it
+    # would call into the original)
+    for obj in (twin, twin.hub, twin.link, twin.hub.bank):
+        for name in [n for n in vars(obj) if callable(getattr(type(obj), n, None))]:
+            delattr(obj, name)
+    twin.frames, twin.reports = [], []
+    return twin
+
+
+def _clone_machine(m: Machine, memo: dict[int, Any]) -> Machine:
+    new = object.__new__(Machine)
+    for name in Machine.__slots__:
+        if name in ("_view", "_rows", "table") or not hasattr(m, name):
+            continue
+        setattr(new, name, copy.deepcopy(getattr(m, name), memo))
+    new.table = m.table
+    new._rows = m._rows  # the table's rows of the current state, shared
+    new._view = MappingProxyType(new._ctx)
+    return new
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """What the engine wrote at its `urgent` moments for the candidate, in order."""
+
+    device: bytes
+    frames: tuple[SendFrame, ...]
+
+
+def run_ahead(bay: BayController, buf: bytes, side: str, now_ns: int, vlan: Any) -> Emitted:
+    """The copy's outputs for `buf` as the live shell would write them early."""
+    twin = clone(bay)
+    device = bytearray()
+    frames: list[SendFrame] = []
+
+    def urgent() -> None:
+        device.extend(twin.link.take_output())
+        frames.extend(twin.take_frames())
+
+    twin.urgent = urgent
+    twin.frame(buf, side, now_ns, vlan)
+    return Emitted(bytes(device), tuple(frames))
+
+
+# -- the fingerprint ---------------------------------------------------------------------
+
+
+def _machines(bay: BayController) -> list[Machine]:
+    return [*bay.runner.machines.values(), *bay.link.bus.machines.values()]
+
+
+def fingerprint_of(bay: BayController) -> tuple[Callable[[], tuple], tuple]:
+    """A function reading what the engine's decision depends on, and its value now: every
+    machine (which ones, their states, their contexts but the `VOLATILE` fields), the
+    outputs nobody has taken yet, the link's next sequence number."""
+    getters = []
+    for m in _machines(bay):
+        skip = VOLATILE.get(m.table.spec.name, frozenset())
+        keys = tuple(k for k in m.ctx if k not in skip)
+        getters.append((m, itemgetter(*keys, *keys[:1]) if keys else _nothing))
+    runner, bus, link = bay.runner, bay.link.bus, bay.link
+    pairs = tuple(getters)
+
+    def read() -> tuple:
+        return (
+            tuple(runner.machines) + tuple(bus.machines),
+            tuple((m.state, g(m._ctx)) for m, g in pairs),
+            len(link._out),
+            link.next_seq,
+        )
+
+    return read, read()
+
+
+def _nothing(_ctx: Any) -> tuple:
+    return ()
+
+
+# -- the arming ----------------------------------------------------------------------------
+
+
+@dataclass(slots=True, eq=False)
+class Arming:
+    """One protection stream's next trip frame, and what the engine emits for it."""
+
+    #: frame length -> (the octets before the TAL TLV, the TAL width, where `t` starts)
+    by_len: dict[int, tuple[bytes, int, int]]
+    #: from after the TAL TLV to the `t` content (datSet, goID, `t`'s tag and length)
+    mid: bytes
+    #: after `t`: stNum + 1, sqNum 0, simulation, confRev, ndsCom, entries, allData
+    tail: bytes
+    side: str
+    vlan: Any
+    tal_limit_ms: int
+    #: the stream's machine (its `t` reference, read at the frame)
+    stream: Machine
+    #: the timer heaps whose due timers the engine would fire first
+    timers: tuple[Any, ...]
+    read: Callable[[], tuple]
+    fingerprint: tuple
+    emitted: Emitted
+    #: (frame, offset) of each place the bay's UTC sits in the emitted frames
+    utc_at: tuple[tuple[int, int], ...]
+
+    def match(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
+        """True if the engine, given `buf` now, trips and emits `emitted` (see module)."""
+        e = self.by_len.get(len(buf))
+        if e is None or side != self.side or vlan != self.vlan:
+            return False
+        prefix, w, t_at = e
+        g = len(prefix)
+        if buf[:g] != prefix or buf[g + 1] != w or buf[g] != TAL or buf[g + 2] & 0x80:
+            return False
+        if buf[t_at + 8 :] != self.tail or buf[g + 2 + w : t_at] != self.mid:
+            return False
+        tal = int.from_bytes(buf[g + 2 : g + 2 + w])
+        if not 0 < tal <= self.tal_limit_ms:
+            return False
+        ctx = self.stream._ctx
+        ref = ctx["t_ns"]
+        if ref and UtcTime.from_bytes(buf, t_at).to_ns() < ref:
+            return False
+        for timers in self.timers:
+            if timers.any_due(now_ns):
+                return False
+        return self.read() == self.fingerprint
+
+    def outputs(self, utc_ns: int) -> Emitted:
+        """The emitted device bytes and frames with the bay's UTC `utc_ns` filled in."""
+        if not self.utc_at:
+            return self.emitted
+        frames = list(self.emitted.frames)
+        for i, f in enumerate(frames):
+            places = [at for j, at in self.utc_at if j == i]
+            if places:
+                frames[i] = SendFrame(f.gocb_ref, f.sides, _patched(f.data, places, utc_ns))
+        return Emitted(self.emitted.device, tuple(frames))
+
+
+def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arming | None:
+    """The arming of `rule`'s stream now, or None unless every condition holds: the rule
+    raises a trip from a top-level BOOLEAN, it reads valid FALSE, its stream is valid, on
+    its real stream, not in conflict, with a last frame; and the engine, run ahead on the
+    candidate, writes one device command and the same outputs at two different times but
+    for the bay's UTC in them."""
+    if rule.event != TRIP_EVENT or rule.path:
+        return None
+    if bay.mode.state != "on" or bay.simulation or bay.bay.state != "closed":
+        return None
+    m = bay.input_machines[rule.name]
+    if m.state != "valid" or m.ctx["value"] is not False:
+        return None
+    bank = bay.hub.bank
+    stream = next((s for s in bank.streams.values() if rule.stream in (s.label, s.gocb_ref)), None)
+    if stream is None or stream.memory is None or stream.lgos.ctx["sim"]:
+        return None
+    sm = stream.machine
+    c = sm.ctx
+    if sm.state != "valid" or c["conflict"] or stream.lgos.state != "valid" or c["st"] is None:
+        return None
+    mem = stream.memory
+    side = _last_side(bay, stream)
+    if side is None:
+        return None
+    st = (c["st"] + 1) & 0xFFFFFFFF or 1
+    cand = candidate(mem.buf, st, rule.index)
+    if cand is None:
+        return None
+    now = bay._now
+    if bay.runner.timers.any_due(now) or bay.link.bus.timers.any_due(now):
+        return None
+    read, fp = fingerprint_of(bay)
+    first = run_ahead(bay, cand.buf, side, now, mem.tag)
+    if not first.device or not first.frames:
+        return None
+    shifted = _shifted(bay, cand.buf, side, now, mem.tag)
+    if shifted is None:
+        return None
+    utc0 = now + bay.utc_offset_ns
+    utc_at = _utc_places(first, shifted, utc0)
+    if utc_at is None:
+        return None
+    limit_ms = (stream.tal_limit_ns // 1_000_000) if stream.tal_limit_ns else (1 << 31) - 1
+    by_len: dict[int, tuple[bytes, int, int]] = {}
+    g = cand.tal_at
+    mid = tail = b""
+    for w in (1, 2, 3, 4):
+        tal = 1 << (8 * (w - 1)) if w > 1 else 1
+        if tal > limit_ms:
+            break
+        alt = candidate(mem.buf, st, rule.index, tal)
+        if alt is None or alt.tal_at != g:
+            continue
+        by_len[len(alt.buf)] = (alt.buf[:g], w, alt.t_at)
+        mid = alt.buf[g + 2 + w : alt.t_at]
+        tail = alt.buf[alt.t_at + 8 :]
+    if not by_len:
+        return None
+    arming = Arming(
+        by_len=by_len,
+        emitted=first,
+        fingerprint=fp,
+        mid=mid,
+        read=read,
+        side=side,
+        stream=sm,
+        tail=tail,
+        tal_limit_ms=limit_ms,
+        timers=(bay.runner.timers, bay.link.bus.timers),
+        utc_at=utc_at,
+        vlan=mem.tag,
+    )
+    # the copy moved nothing of the original
+    if read() != fp:
+        return None
+    return arming
+
+
+def _last_side(bay: BayController, stream: Any) -> str | None:
+    """The side the stream's frames come on: its only side, or the A/B selector's active
+    one; None for an A/B stream without a selector (either side could be first)."""
+    if not stream.side_ids:
+        return "A"
+    sel = stream.side_ids.get("selector")
+    if sel is not None:
+        return {"a_active": "A", "b_active": "B"}.get(bay.runner.machines[sel].state)
+    for side in ("A", "B"):
+        if bay.runner.machines[stream.side_ids[side]].state == "valid":
+            return side
+    return None
+
+
+def _shifted(bay: BayController, buf: bytes, side: str, now: int, vlan: Any) -> Emitted | None:
+    """The same run with the bay's UTC `PROBE_NS` later (its offset moved, not its time)."""
+    was = bay.utc_offset_ns
+    bay.utc_offset_ns = was + PROBE_NS
+    try:
+        return run_ahead(bay, buf, side, now, vlan)
+    finally:
+        bay.utc_offset_ns = was
+
+
+def _utc7(utc_ns: int) -> bytes:
+    """The seconds and fraction octets of a UtcTime for `utc_ns` (its quality apart)."""
+    return UtcTime.from_ns(utc_ns).to_bytes()[:7]
+
+
+def _utc_places(a: Emitted, b: Emitted, utc0: int) -> tuple[tuple[int, int], ...] | None:
+    """Where the bay's UTC sits in the emitted frames (frame, offset), as `t` or as a
+    timestamp member: every place the first run's UTC octets appear, proven by filling the
+    second run's UTC into them and getting the second run's frames; None if anything else
+    differs (then the outputs depend on time in a way this arming does not model)."""
+    if a.device != b.device or len(a.frames) != len(b.frames):
+        return None
+    old = _utc7(utc0)
+    places = []
+    for i, (fa, fb) in enumerate(zip(a.frames, b.frames, strict=True)):
+        if (fa.gocb_ref, fa.sides) != (fb.gocb_ref, fb.sides) or len(fa.data) != len(fb.data):
+            return None
+        at = fa.data.find(old)
+        found = []
+        while at >= 0:
+            found.append(at)
+            at = fa.data.find(old, at + 7)
+        if _patched(fa.data, found, utc0 + PROBE_NS) != fb.data:
+            return None
+        places += [(i, at) for at in found]
+    return tuple(places)
+
+
+def _patched(data: bytes, places: list[int], utc_ns: int) -> bytes:
+    raw = _utc7(utc_ns)
+    out = bytearray(data)
+    for at in places:
+        out[at : at + 7] = raw
+    return bytes(out)
+
+
+def trip_rules(bay: BayController) -> list[Rule]:
+    """The inputs that raise the bay's trip."""
+    return [r for r in bay.inputs.all if r.event == TRIP_EVENT]
