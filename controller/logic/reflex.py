@@ -36,7 +36,6 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
-from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 from controller.engine.machine import Machine
@@ -177,12 +176,6 @@ def clone(bay: BayController) -> BayController:
         memo[id(bay.runner.journal)] = None
     memo[id(bay.observers)] = []
     memo[id(bay.__dict__["urgent"])] = None
-    for runner in (bay.runner, bay.link.bus):
-        for m in runner.machines.values():
-            memo[id(m.table)] = m.table
-    for runner in (bay.runner, bay.link.bus):
-        for m in runner.machines.values():
-            memo[id(m)] = _clone_machine(m, memo)
     twin = copy.deepcopy(bay, memo)
     # the engine's own methods, never a wrapper a shell or a bench put on an instance (it
     # would call into the original)
@@ -191,18 +184,6 @@ def clone(bay: BayController) -> BayController:
             delattr(obj, name)
     twin.frames, twin.reports = [], []
     return twin
-
-
-def _clone_machine(m: Machine, memo: dict[int, Any]) -> Machine:
-    new = object.__new__(Machine)
-    for name in Machine.__slots__:
-        if name in ("_view", "_rows", "table") or not hasattr(m, name):
-            continue
-        setattr(new, name, copy.deepcopy(getattr(m, name), memo))
-    new.table = m.table
-    new._rows = m._rows  # the table's rows of the current state, shared
-    new._view = MappingProxyType(new._ctx)
-    return new
 
 
 @dataclass(frozen=True)

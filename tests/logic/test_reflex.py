@@ -1,0 +1,239 @@
+"""The trip reflex never acts where the engine would not, and acts as the engine does.
+
+The oracle is the engine itself: on random controller histories (modes, simulation, the
+breaker open or closed, the protection stream refused for every reason the receive rules
+name, lost, in conflict, time moving on) a reflex is armed at some point, more history
+follows, and then a frame arrives: the next trip frame as the protection IED sends it, or
+a copy of it changed where a refusal lives (simulation, quality, confRev, ndsCom, the
+source, the stNum, a stale `t`, a TAL out of bound, any octet). Whenever the arming
+matches the frame, the engine given the same frame at the same time writes exactly the
+device bytes and sends exactly the frames the reflex would have (the bay's UTC filled in).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import os
+from functools import cache
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from controller.logic.core import BayController
+from controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
+from lab.latency import MS, TripBench
+from protocols.goose import Boolean, Quality
+
+SECOND = 1000 * MS
+
+
+@cache
+def _base() -> TripBench:
+    bench = TripBench()
+    bench._reclose()
+    return bench
+
+
+def fresh() -> TripBench:
+    """A bench of its own, the breaker closed, the trip stream valid at FALSE."""
+    bench = copy.deepcopy(_base())
+    # the base's instrumentation would stamp the base's clock: the engine's own methods
+    for obj in (bench.bay.link, bench.bay.hub):
+        for name in [n for n in vars(obj) if callable(getattr(type(obj), n, None))]:
+            delattr(obj, name)
+    return bench
+
+
+def engine_outputs(bay: BayController, buf: bytes, side: str, now: int) -> Emitted:
+    """What the engine writes at its urgent moments for `buf` (the live shell's early
+    outputs), taken from the bay itself."""
+    device = bytearray()
+    frames = []
+    bay.take_frames()
+    bay.link.take_output()
+
+    def urgent() -> None:
+        device.extend(bay.link.take_output())
+        frames.extend(bay.take_frames())
+
+    bay.urgent = urgent
+    try:
+        bay.frame(buf, side, now)
+    finally:
+        bay.urgent = None
+    return Emitted(bytes(device), tuple(frames))
+
+
+def ied_frame(bench: TripBench, value: bool, quality: Quality, t: int) -> bytes:
+    bench._run_until(t)
+    bench.ied.runner.feed(bench.ied_id, "publish", t, ((Boolean(value), quality.to_bitstring()), t))
+    return bench.ied.drain()[-1].data
+
+
+QUALITIES = st.sampled_from(
+    [
+        Quality(),
+        Quality(),
+        Quality(validity="invalid"),
+        Quality(validity="questionable"),
+        Quality(test=True),
+        Quality(operator_blocked=True),
+    ]
+)
+
+history_step = st.one_of(
+    st.tuples(st.just("state"), st.booleans(), QUALITIES),
+    st.tuples(st.just("run"), st.integers(0, 3000)),
+    st.tuples(st.just("silence"), st.sampled_from([1, 50, 150, 1000, 70_000])),
+    st.tuples(st.just("mode"), st.sampled_from(["on", "test", "test-blocked", "off"])),
+    st.tuples(st.just("simulation"), st.booleans()),
+    st.tuples(st.just("mutant"), st.integers(0, 200), st.integers(1, 255)),
+    st.tuples(st.just("reclose")),
+)
+
+
+def apply(bench: TripBench, step: tuple) -> None:
+    bay, now = bench.bay, bench.wire.now_ns
+    kind = step[0]
+    if kind == "state":
+        bay.frame(ied_frame(bench, step[1], step[2], now + MS), "A", now + MS)
+    elif kind == "run":
+        bench._run_until(now + step[1] * MS)
+    elif kind == "silence":  # the IED says nothing: its stream may lapse
+        bench.wire.run_until(now + step[1] * MS)
+    elif kind == "mode":
+        bay.set_mode(step[1], now)
+    elif kind == "simulation":
+        bay.set_simulation(step[1], now)
+    elif kind == "mutant":  # the IED's next frame with one octet changed
+        buf = bytearray(ied_frame(bench, False, Quality(), now + MS))
+        i = step[1] % len(buf)
+        buf[i] ^= step[2]
+        bay.frame(bytes(buf), "A", now + MS)
+    elif kind == "reclose" and bay.bay.state == "open" and bay.mode.state == "on":
+        with contextlib.suppress(RuntimeError):
+            bench._reclose()
+
+
+def _flip_t(buf: bytes, t_at: int, delta_ns: int, quality: int | None) -> bytes:
+    from protocols.goose import UtcTime
+
+    t = UtcTime.from_bytes(buf, t_at)
+    new = UtcTime.from_ns(max(0, t.to_ns() + delta_ns))
+    raw = UtcTime(new.seconds, new.fraction, t.quality if quality is None else quality)
+    return buf[:t_at] + raw.to_bytes() + buf[t_at + 8 :]
+
+
+final_frame = st.one_of(
+    # the IED's own next trip, as it sends it (the case the reflex is for)
+    st.just(("ied", True, Quality())),
+    # the IED's own next frame: a trip with any quality, or not
+    st.tuples(st.just("ied"), st.booleans(), QUALITIES),
+    # the candidate the arming expects, with the parts a frame may vary
+    st.tuples(
+        st.just("spliced"),
+        st.sampled_from([0, 1, 2, 20, 100, 200, 60_000, 60_001, 70_000, 1 << 20]),
+        st.sampled_from([0, 1, -1, 1000, -10 * MS, -1000 * MS, 10 * SECOND]),
+        st.sampled_from([None, 0x00, 0x20, 0x40, 0x0A]),
+        st.one_of(st.none(), st.none(), st.tuples(st.integers(0, 200), st.integers(1, 255))),
+        st.sampled_from([0, 1, 2]),  # stNum after the stream's: +1 (0), +2 (1), same (2)
+    ),
+)
+
+
+@settings(
+    max_examples=int(os.environ.get("REFLEX_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    before=st.one_of(st.just([]), st.lists(history_step, max_size=4)),
+    after=st.one_of(st.just([]), st.lists(history_step, max_size=3)),
+    final=final_frame,
+    side=st.sampled_from(["A", "A", "A", "B"]),
+    late_ms=st.sampled_from([0, 0, 0, 0, 1, 5, 150, 2000, 70_000]),
+)
+def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms):
+    bench = fresh()
+    bay = bench.bay
+    for step in before:
+        apply(bench, step)
+    rule = trip_rules(bay)[0]
+    arming = arm(bay, rule)
+    event(f"armed: {arming is not None}")
+    for step in after:
+        apply(bench, step)
+    now = bench.wire.now_ns + MS
+    stream = next(s for s in bay.hub.bank.streams.values() if s.label == rule.stream)
+    if final[0] == "ied":
+        buf = ied_frame(bench, final[1], final[2], now)
+    else:
+        _, tal, dt, tq, flip, st_add = final
+        if stream.memory is None or stream.machine.ctx["st"] is None:
+            return
+        st_num = stream.machine.ctx["st"] + (1, 2, 0)[st_add]
+        cand = candidate(stream.memory.buf, st_num, rule.index, tal)
+        if cand is None:
+            return
+        buf = _flip_t(cand.buf, cand.t_at, dt, tq)
+        if flip is not None:
+            b = bytearray(buf)
+            b[flip[0] % len(b)] ^= flip[1]
+            buf = bytes(b)
+    now += late_ms * MS
+    event(f"fired: {_judge(bench, arming, buf, side, now)}")
+
+
+def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: int) -> bool:
+    """Whether the reflex fired; if it did, the engine's outputs are asserted equal."""
+    bay = bench.bay
+    fired = arming is not None and arming.match(buf, side, now, None)
+    if not fired:
+        return False
+        return
+    assert arming is not None
+    expected = arming.outputs(now + bay.utc_offset_ns)
+    got = engine_outputs(bay, buf, side, now)
+    assert got.device == expected.device, "the engine wrote other device bytes"
+    assert [(f.gocb_ref, f.sides, f.data) for f in got.frames] == [
+        (f.gocb_ref, f.sides, f.data) for f in expected.frames
+    ], "the engine sent other frames"
+    assert bay.bay.state == "tripping"
+    return True
+
+
+def test_the_plain_trip_fires_and_matches_the_engine():
+    """A valid stream at FALSE, the breaker closed: the IED's trip frame fires the reflex,
+    and the engine writes the same TRIP and the same ack."""
+    bench = fresh()
+    arming = arm(bench.bay, trip_rules(bench.bay)[0])
+    assert arming is not None
+    now = bench.wire.now_ns + 3 * MS
+    buf = ied_frame(bench, True, Quality(), now)
+    assert _judge(bench, arming, buf, "A", now)
+
+
+def test_no_arming_where_the_engine_would_not_trip():
+    """Off, test-blocked, simulation, an open breaker, an invalid trip input: no arming."""
+    for setup in (
+        lambda b: b.bay.set_mode("off", b.wire.now_ns),
+        lambda b: b.bay.set_mode("test-blocked", b.wire.now_ns),
+        lambda b: b.bay.set_simulation(True, b.wire.now_ns),
+        lambda b: apply(b, ("state", True, Quality())),
+        lambda b: apply(b, ("state", False, Quality(validity="invalid"))),
+        lambda b: apply(b, ("silence", 70_000)),
+    ):
+        bench = fresh()
+        setup(bench)
+        assert arm(bench.bay, trip_rules(bench.bay)[0]) is None
+
+
+def test_a_change_after_arming_disarms():
+    """Armed, then the mode goes to test-blocked: the trip frame no longer matches."""
+    bench = fresh()
+    arming = arm(bench.bay, trip_rules(bench.bay)[0])
+    assert arming is not None
+    bench.bay.set_mode("test-blocked", bench.wire.now_ns)
+    now = bench.wire.now_ns + MS
+    assert not arming.match(ied_frame(bench, True, Quality(), now), "A", now, None)
