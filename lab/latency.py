@@ -53,9 +53,16 @@ class Samples:
 
 class TripBench:
     def __init__(
-        self, config: Path = DEFAULT_CONFIG, journal: Path | None = None, idle_s: float = 0.0
+        self,
+        config: Path = DEFAULT_CONFIG,
+        journal: Path | None = None,
+        idle_s: float = 0.0,
+        reflex: bool = False,
     ) -> None:
         self.idle_s = idle_s
+        #: time (and count) the reflex's path instead: the arming made untimed after the
+        #: re-close, the timed call its match and outputs, the engine's call after it
+        self.reflex = reflex
         cfg = load_config(config, ControllerConfig)
         self._switch_interval = sys.getswitchinterval()  # LiveJournals lowers it, as run does
         self.journals = LiveJournals(journal, None) if journal is not None else None
@@ -146,14 +153,19 @@ class TripBench:
             now = self.wire.now_ns
             frame = self._trip_frame(True, now)
             self.marks.clear()
+            call: Callable[[], None] = partial(self.bay.frame, frame, "A", now)
+            if self.reflex:
+                call = self._reflex_call(frame, now)
             if self.idle_s:
                 time.sleep(self.idle_s)
             t0 = clock()
             if around is not None and i >= warmup:
-                around(partial(self.bay.frame, frame, "A", now))
+                around(call)
             else:
-                self.bay.frame(frame, "A", now)
+                call()
             t1 = clock()
+            if self.reflex:
+                self.bay.frame(frame, "A", now)  # the engine after the reflex, untimed
             if "serial" not in self.marks or "ack" not in self.marks:
                 raise RuntimeError("the trip frame did not produce a TRIP and an ack")
             if i >= warmup:
@@ -164,6 +176,25 @@ class TripBench:
             if self.bay.bay.state != "open":
                 raise RuntimeError(f"breaker did not open: bay is {self.bay.bay.state}")
         return out
+
+    def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
+        """The reflex's frame path for `frame`: armed now (untimed), the call its match
+        and the outputs, stamped as the engine's are when they exist."""
+        from controller.logic.reflex import arm, trip_rules
+
+        arming = arm(self.bay, trip_rules(self.bay)[0])
+        if arming is None:
+            raise RuntimeError("the reflex did not arm for the trip")
+        clock = time.perf_counter_ns
+        utc = now + self.bay.utc_offset_ns
+
+        def call() -> None:
+            out = arming.fire(frame, "A", now, None, utc)
+            if out is None:
+                raise RuntimeError("the reflex did not fire on the trip frame")
+            self.marks["serial"] = self.marks["ack"] = clock()
+
+        return call
 
     @property
     def journal_rows(self) -> int:

@@ -216,27 +216,39 @@ def _machines(bay: BayController) -> list[Machine]:
     return [*bay.runner.machines.values(), *bay.link.bus.machines.values()]
 
 
-def fingerprint_of(bay: BayController) -> tuple[Callable[[], tuple], tuple]:
-    """A function reading what the engine's decision depends on, and its value now: every
-    machine (which ones, their states, their contexts but the `VOLATILE` fields), the
-    outputs nobody has taken yet, the link's next sequence number."""
-    getters = []
-    for m in _machines(bay):
-        skip = VOLATILE.get(m.table.spec.name, frozenset())
-        keys = tuple(k for k in m.ctx if k not in skip)
-        getters.append((m, itemgetter(*keys, *keys[:1]) if keys else _nothing))
+def fingerprint_of(bay: BayController) -> tuple[Callable[[], bool], tuple]:
+    """A check that nothing the engine's decision depends on has changed, and what it
+    compares with: every machine (the same ones, their states, their contexts but the
+    `VOLATILE` fields), the device bytes nobody has taken yet, the link's next sequence
+    number. A context is replaced, never changed in place, by a step: the same context
+    object is the same context, so the check compares fields only of a machine that
+    stepped."""
+    entries = []
+    for runner in (bay.runner, bay.link.bus):
+        for m in runner.machines.values():
+            skip = VOLATILE.get(m.table.spec.name, frozenset())
+            keys = tuple(k for k in m.ctx if k not in skip)
+            get = itemgetter(*keys, *keys[:1]) if keys else _nothing
+            entries.append((m, m.state, m._ctx, get, get(m._ctx)))
     runner, bus, link = bay.runner, bay.link.bus, bay.link
-    pairs = tuple(getters)
+    table = tuple(entries)
+    sizes = (len(runner.machines), len(bus.machines))
+    seq = link.next_seq
 
-    def read() -> tuple:
-        return (
-            tuple(runner.machines) + tuple(bus.machines),
-            tuple((m.state, g(m._ctx)) for m, g in pairs),
-            len(link._out),
-            link.next_seq,
-        )
+    def same() -> bool:
+        if len(link._out) or link.next_seq != seq:
+            return False
+        if len(runner.machines) != sizes[0] or len(bus.machines) != sizes[1]:
+            return False
+        for m, state, ctx, get, value in table:
+            if m.state != state:
+                return False
+            now = m._ctx
+            if now is not ctx and get(now) != value:
+                return False
+        return True
 
-    return read, read()
+    return same, (sizes, seq)
 
 
 def _nothing(_ctx: Any) -> tuple:
@@ -263,11 +275,15 @@ class Arming:
     stream: Machine
     #: the timer heaps whose due timers the engine would fire first
     timers: tuple[Any, ...]
-    read: Callable[[], tuple]
-    fingerprint: tuple
+    #: True while nothing the arming read has changed (`fingerprint_of`)
+    same: Callable[[], bool]
+    #: the `t` reference it last compared with, and its octets (seconds, fraction)
+    t_ref: list[Any]
     emitted: Emitted
     #: (frame, offset) of each place the bay's UTC sits in the emitted frames
     utc_at: tuple[tuple[int, int], ...]
+    #: each emitted frame cut at those places (None: no UTC in it), joined by the UTC
+    pieces: tuple[tuple[bytes, ...] | None, ...]
 
     def match(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
         """True if the engine, given `buf` now, trips and emits `emitted` (see module)."""
@@ -283,25 +299,38 @@ class Arming:
         tal = int.from_bytes(buf[g + 2 : g + 2 + w])
         if not 0 < tal <= self.tal_limit_ms:
             return False
-        ctx = self.stream._ctx
-        ref = ctx["t_ns"]
-        if ref and UtcTime.from_bytes(buf, t_at).to_ns() < ref:
+        ref = self.stream._ctx["t_ns"]
+        t_ref = self.t_ref
+        if ref != t_ref[0]:
+            # the least `t` octets whose time is not before the reference: a frame's `t`
+            # at or after them is not stale, whatever the skew
+            t_ref[:] = ref, _utc7(ref) if ref else bytes(7)
+        if buf[t_at : t_at + 7] < t_ref[1]:
             return False
         for timers in self.timers:
             if timers.any_due(now_ns):
                 return False
-        return self.read() == self.fingerprint
+        return self.same()
+
+    def fire(self, buf: bytes, side: str, now_ns: int, vlan: Any, utc_ns: int) -> Emitted | None:
+        """What to write and send for `buf` now (the bay's UTC `utc_ns`), or None: the
+        engine's path alone."""
+        if self.match(buf, side, now_ns, vlan):
+            return self.outputs(utc_ns)
+        return None
 
     def outputs(self, utc_ns: int) -> Emitted:
         """The emitted device bytes and frames with the bay's UTC `utc_ns` filled in."""
         if not self.utc_at:
             return self.emitted
-        frames = list(self.emitted.frames)
-        for i, f in enumerate(frames):
-            places = [at for j, at in self.utc_at if j == i]
-            if places:
-                frames[i] = SendFrame(f.gocb_ref, f.sides, _patched(f.data, places, utc_ns))
-        return Emitted(self.emitted.device, tuple(frames))
+        raw = _utc7(utc_ns)
+        return Emitted(
+            self.emitted.device,
+            tuple(
+                f if pieces is None else SendFrame(f.gocb_ref, f.sides, raw.join(pieces))
+                for f, pieces in zip(self.emitted.frames, self.pieces, strict=True)
+            ),
+        )
 
 
 def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arming | None:
@@ -336,7 +365,7 @@ def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arm
     now = bay._now
     if bay.runner.timers.any_due(now) or bay.link.bus.timers.any_due(now):
         return None
-    read, fp = fingerprint_of(bay)
+    same, _ = fingerprint_of(bay)
     first = run_ahead(bay, cand.buf, side, now, mem.tag)
     if not first.device or not first.frames:
         return None
@@ -366,9 +395,10 @@ def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arm
     arming = Arming(
         by_len=by_len,
         emitted=first,
-        fingerprint=fp,
         mid=mid,
-        read=read,
+        same=same,
+        t_ref=[None, b""],
+        pieces=_pieces(first, utc_at),
         side=side,
         stream=sm,
         tail=tail,
@@ -378,7 +408,7 @@ def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arm
         vlan=mem.tag,
     )
     # the copy moved nothing of the original
-    if read() != fp:
+    if not same():
         return None
     return arming
 
@@ -433,6 +463,24 @@ def _utc_places(a: Emitted, b: Emitted, utc0: int) -> tuple[tuple[int, int], ...
             return None
         places += [(i, at) for at in found]
     return tuple(places)
+
+
+def _pieces(
+    emitted: Emitted, places: tuple[tuple[int, int], ...]
+) -> tuple[tuple[bytes, ...] | None, ...]:
+    out: list[tuple[bytes, ...] | None] = []
+    for i, f in enumerate(emitted.frames):
+        ats = sorted(at for j, at in places if j == i)
+        if not ats:
+            out.append(None)
+            continue
+        cuts, p = [], 0
+        for at in ats:
+            cuts.append(f.data[p:at])
+            p = at + 7
+        cuts.append(f.data[p:])
+        out.append(tuple(cuts))
+    return tuple(out)
 
 
 def _patched(data: bytes, places: list[int], utc_ns: int) -> bytes:
