@@ -137,6 +137,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="simulation mode (LPHD.Sim) at start: subscriptions take simulated streams",
     )
+    p.add_argument(
+        "--reflex",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the trip reflex: a trip frame the engine armed for writes the TRIP before the "
+        "engine handles it (docs/reflex.md; off by default: arming blocks the loop for "
+        "tens of milliseconds after every change it depends on)",
+    )
     p.set_defaults(func=run)
 
 
@@ -223,7 +231,7 @@ def run(args: argparse.Namespace) -> int:
     iface_b = None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b)
     try:
         # -q: the status line (an INFO event) is off at its level check
-        live = BayLive(bay, iface, iface_b, port, endpoint=agent)
+        live = BayLive(bay, iface, iface_b, port, endpoint=agent, reflex=args.reflex)
     except PermissionError as exc:
         abandon()
         raise CommandError(str(exc)) from exc

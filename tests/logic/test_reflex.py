@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import os
 from functools import cache
 
@@ -237,3 +238,80 @@ def test_a_change_after_arming_disarms():
     bench.bay.set_mode("test-blocked", bench.wire.now_ns)
     now = bench.wire.now_ns + MS
     assert not arming.match(ied_frame(bench, True, Quality(), now), "A", now, None)
+
+
+class Shell:
+    """The live shell's part around the reflex, without sockets: what reaches the port and
+    the wire, in order."""
+
+    def __init__(self, bench: TripBench) -> None:
+        from controller.shell.reflex_live import LiveReflex
+
+        self.bay = bench.bay
+        self.port = bytearray()
+        self.wire: list[bytes] = []
+        self.reflex = LiveReflex(self.bay, self.port.extend, self._send)
+        self.bay.urgent = self._urgent
+        self.bay.take_frames()
+
+    def _send(self, frames: list) -> list:
+        self.wire.extend(f.data for f in frames)
+        return [dataclasses.replace(f, sides=()) for f in frames]
+
+    def _urgent(self) -> None:  # BayLive._urgent's order: the reflex's share first
+        self.reflex.urgent()
+        self.port.extend(self.bay.link.take_output())
+        self._send(self.bay.take_frames())
+
+    def frame(self, buf: bytes, now: int) -> list:
+        fired = self.reflex.before(buf, "A", now, None)
+        self.bay.frame(buf, "A", now)
+        return [fired, *self.reflex.after(now)]
+
+
+def test_the_device_gets_one_trip_and_the_wire_one_ack():
+    """The reflex fires; the engine then emits the same TRIP and ack, which the shell does
+    not write or send a second time."""
+    bench = fresh()
+    shell = Shell(bench)
+    assert shell.reflex.rearm() == 1
+    now = bench.wire.now_ns + 2 * MS
+    buf = ied_frame(bench, True, Quality(), now)
+    expected = shell.reflex.armings[0].outputs(now + bench.bay.utc_offset_ns)
+    fired, *effects = shell.frame(buf, now)
+    assert fired
+    assert bytes(shell.port) == expected.device
+    acks = [f for f in shell.wire if b"tripack" in f]
+    assert acks == [f.data for f in expected.frames]
+    assert not any(type(e).__name__ == "Alarm" for e in effects)
+    assert bench.bay.bay.state == "tripping"
+    assert shell.reflex.fired == 1 and shell.reflex.disagreed == 0
+
+
+def test_an_engine_that_disagrees_raises_an_alarm_and_its_own_bytes_still_go_out():
+    """Should the engine emit other bytes than the reflex sent (here the arming is made
+    wrong on purpose), the engine's bytes are written too and the alarm names both."""
+    bench = fresh()
+    shell = Shell(bench)
+    shell.reflex.rearm()
+    a = shell.reflex.armings[0]
+    assert a is not None
+    a.emitted = Emitted(b"\x00wrong\x00", a.emitted.frames)
+    now = bench.wire.now_ns + 2 * MS
+    fired, *effects = shell.frame(ied_frame(bench, True, Quality(), now), now)
+    assert fired
+    alarms = [e for e in effects if type(e).__name__ == "Alarm"]
+    assert [x.name for x in alarms] == ["reflex_disagreed"]
+    assert b"wrong".hex() in alarms[0].detail
+    assert bytes(shell.port).startswith(b"\x00wrong\x00") and len(shell.port) > 7
+    assert shell.reflex.disagreed == 1
+
+
+def test_no_reflex_without_a_trip_frame():
+    """A retransmission, or a frame that trips nothing, leaves the reflex silent."""
+    bench = fresh()
+    shell = Shell(bench)
+    shell.reflex.rearm()
+    now = bench.wire.now_ns + 2 * MS
+    fired, *_ = shell.frame(ied_frame(bench, False, Quality(), now), now)
+    assert not fired and not shell.port
