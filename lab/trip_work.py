@@ -152,9 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--reflex", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument(
-        "--only", choices=("engine", "reflex"), help="count one path (both by default)"
-    )
+    p.add_argument("--only", choices=("engine", "reflex"), help="count one path (both by default)")
     args = p.parse_args(argv)
     if args.child:
         child(args.trips, args.noop, args.reflex)
