@@ -63,6 +63,7 @@ class TripBench:
         #: time (and count) the reflex's path instead: the arming made untimed after the
         #: re-close, the timed call its match and outputs, the engine's call after it
         self.reflex = reflex
+        self._after_call: Callable[[], None] = lambda: None
         cfg = load_config(config, ControllerConfig)
         self._switch_interval = sys.getswitchinterval()  # LiveJournals lowers it, as run does
         self.journals = LiveJournals(journal, None) if journal is not None else None
@@ -163,6 +164,8 @@ class TripBench:
                 around(call)
             else:
                 call()
+            if self.reflex:
+                self._after_call()
             t1 = clock()
             if self.reflex:
                 self.bay.frame(frame, "A", now)  # the engine after the reflex, untimed
@@ -178,8 +181,9 @@ class TripBench:
         return out
 
     def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
-        """The reflex's frame path for `frame`: armed now (untimed), the call its match
-        and the outputs, stamped as the engine's are when they exist."""
+        """The reflex's frame path for `frame`, armed now (untimed): the call is its match,
+        after which the TRIP bytes are ready to write (stamped `serial`); the ack frame's
+        UTC is filled in after it (stamped `ack`), outside a callgrind bracket."""
         from controller.logic.reflex import arm, trip_rules
 
         arming = arm(self.bay, trip_rules(self.bay)[0])
@@ -187,13 +191,18 @@ class TripBench:
             raise RuntimeError("the reflex did not arm for the trip")
         clock = time.perf_counter_ns
         utc = now + self.bay.utc_offset_ns
+        marks = self.marks
 
         def call() -> None:
-            out = arming.fire(frame, "A", now, None, utc)
-            if out is None:
+            if not arming.match(frame, "A", now, None):
                 raise RuntimeError("the reflex did not fire on the trip frame")
-            self.marks["serial"] = self.marks["ack"] = clock()
+            marks["serial"] = clock()  # arming.emitted.device: the TRIP, ready
 
+        def ack() -> None:
+            arming.outputs(utc)
+            marks["ack"] = clock()
+
+        self._after_call = ack
         return call
 
     @property
