@@ -337,6 +337,7 @@ def run(args: argparse.Namespace) -> int:
                 "frame_latency_us": percentiles(list(live.live.latencies)),
                 "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
                 "frame_to_device_us": percentiles(list(live.device_latencies)),
+                **({"reflex": live.core.reflex.counts()} if live.core.reflex is not None else {}),
                 "goose": bay.hub.counters(),
                 "journal": journals.report(),
                 "stderr": stderr.status(),

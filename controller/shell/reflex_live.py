@@ -21,6 +21,7 @@ of the loop in which something it read changed, never on the frame path.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -57,6 +58,8 @@ class LiveReflex:
         self._sent: Emitted | None = None
         self.fired = 0
         self.disagreed = 0
+        self.armed = 0
+        self.arm_max_ns = 0
         #: alarms and frames for the loop's effects, after the input
         self.out: list[Any] = []
 
@@ -130,6 +133,16 @@ class LiveReflex:
         out, self.out = self.out, []
         return out
 
+    def counts(self) -> dict[str, int]:
+        """For `run`'s stop report: fires, disagreements, armings made and how long the
+        longest took (it blocks the loop)."""
+        return {
+            "fired": self.fired,
+            "disagreed": self.disagreed,
+            "armed": self.armed,
+            "arm_max_us": self.arm_max_ns // 1000,
+        }
+
     # -- arming, off the frame path ---------------------------------------------------------
 
     def rearm(self) -> int:
@@ -141,6 +154,9 @@ class LiveReflex:
             refused = self._refused[i]
             if a is None and refused is not None and refused():
                 continue  # nothing changed since it could not be armed
+            t0 = time.perf_counter_ns()
             self.armings[i] = a = arm(self.bay, rule)
+            self.arm_max_ns = max(self.arm_max_ns, time.perf_counter_ns() - t0)
+            self.armed += a is not None
             self._refused[i] = fingerprint_of(self.bay)[0] if a is None else None
         return sum(a is not None for a in self.armings)
