@@ -139,8 +139,31 @@ final_frame = st.one_of(
         st.sampled_from([None, 0x00, 0x20, 0x40, 0x0A]),
         st.one_of(st.none(), st.none(), st.tuples(st.integers(0, 200), st.integers(1, 255))),
         st.sampled_from([0, 1, 2]),  # stNum after the stream's: +1 (0), +2 (1), same (2)
+        # one refusal of the receive rules written into the frame, or none
+        st.sampled_from([None, None, "simulation", "s_bit", "confrev", "ndscom", "src"]),
     ),
 )
+
+#: goosePdu tags of the one-octet fields a refusal changes: simulation, confRev, ndsCom
+REFUSAL_TAGS = {"simulation": 0x87, "confrev": 0x88, "ndscom": 0x89}
+
+
+def refused(buf: bytes, how: str | None) -> bytes:
+    """`buf` with one receive rule broken: simulation TRUE, the S-bit, confRev + 1, ndsCom
+    TRUE, another source MAC."""
+    if how is None:
+        return buf
+    b = bytearray(buf)
+    off = 16 if b[12:14] == b"\x81\x00" else 12
+    if how == "src":
+        b[11] ^= 0x01
+    elif how == "s_bit":
+        b[off + 6] |= 0x80
+    else:
+        tag = REFUSAL_TAGS[how]
+        p = b.index(bytes((tag, 1)), off + 10)
+        b[p + 2] = (b[p + 2] + 1) & 0xFF if how == "confrev" else 1
+    return bytes(b)
 
 
 @settings(
@@ -170,14 +193,14 @@ def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms
     if final[0] == "ied":
         buf = ied_frame(bench, final[1], final[2], now)
     else:
-        _, tal, dt, tq, flip, st_add = final
+        _, tal, dt, tq, flip, st_add, how = final
         if stream.memory is None or stream.machine.ctx["st"] is None:
             return
         st_num = stream.machine.ctx["st"] + (1, 2, 0)[st_add]
         cand = candidate(stream.memory.buf, st_num, rule.index, tal)
         if cand is None:
             return
-        buf = _flip_t(cand.buf, cand.t_at, dt, tq)
+        buf = refused(_flip_t(cand.buf, cand.t_at, dt, tq), how)
         if flip is not None:
             b = bytearray(buf)
             b[flip[0] % len(b)] ^= flip[1]
