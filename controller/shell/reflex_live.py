@@ -60,6 +60,8 @@ class LiveReflex:
         self.disagreed = 0
         self.armed = 0
         self.arm_max_ns = 0
+        #: rules whose arming raised (logged once): they trip through the engine alone
+        self.broken: set[str] = set()
         #: alarms and frames for the loop's effects, after the input
         self.out: list[Any] = []
 
@@ -155,7 +157,17 @@ class LiveReflex:
             if a is None and refused is not None and refused():
                 continue  # nothing changed since it could not be armed
             t0 = time.perf_counter_ns()
-            self.armings[i] = a = arm(self.bay, rule)
+            try:
+                a = arm(self.bay, rule)
+            except Exception as exc:  # a copy that cannot be made: the engine's path alone
+                if rule.name not in self.broken:
+                    self.broken.add(rule.name)
+                    logs.event(
+                        log, logging.ERROR, "reflex_unarmed",
+                        "the reflex cannot arm %s, the engine trips alone: %r", rule.name, exc,
+                    )  # fmt: skip
+                a = None
+            self.armings[i] = a
             self.arm_max_ns = max(self.arm_max_ns, time.perf_counter_ns() - t0)
             self.armed += a is not None
             self._refused[i] = fingerprint_of(self.bay)[0] if a is None else None
