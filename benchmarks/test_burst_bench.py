@@ -206,7 +206,8 @@ class Receiver:
     def count(self) -> int:
         data = self._tail + self._read.read()
         cut = data.rfind(b"\n") + 1
-        self.frames += data[:cut].count(b'{"frame":')
+        # frame lines only (the anomalies section nests {"frame": N} in its events)
+        self.frames += sum(1 for x in data[:cut].splitlines() if x.startswith(b'{"frame":'))
         self._tail = data[cut:]
         return self.frames
 
@@ -234,7 +235,9 @@ class Receiver:
         self.proc.wait(timeout=120)
         err = self.proc.stderr.read()
         self._fh.close()
-        assert self.proc.returncode == 0, err
+        # `listen` exits 1 when its anomalies section names any (a burst the baseline
+        # socket drops frames of shows missed states); anything else is a failure
+        assert self.proc.returncode in (0, 1), err
         self.count()
         self._read.close()
         stats = [

@@ -28,7 +28,7 @@ GROUP = "scl/large-scd"
 MB = 1_000_000
 
 CHILD = """
-import json, resource, sys, time
+import json, sys, time
 path, how = sys.argv[1], sys.argv[2]
 t, c = time.perf_counter(), time.process_time()
 if how == "goosectl":
@@ -42,7 +42,10 @@ else:
     ET.parse(path)
     facts = {}
 wall, cpu = time.perf_counter() - t, time.process_time() - c
-rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+# this process's own high-water mark (VmHWM: its memory map is new at exec); getrusage's
+# ru_maxrss is kept across exec, so it would report the benchmark run that started us
+with open("/proc/self/status") as fh:
+    rss = next(int(x.split()[1]) for x in fh if x.startswith("VmHWM:")) * 1024
 print(json.dumps({"wall": wall, "cpu": cpu, "peak_bytes": rss, **facts}))
 """
 

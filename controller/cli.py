@@ -216,15 +216,16 @@ def user_message(exc: BaseException, args: argparse.Namespace | None = None) -> 
     from controller.agent.procedure import ProcedureError
     from controller.config.validate import ConfigError
     from controller.engine import TableError
-    from controller.engine.journal import JournalIOError
+    from controller.engine.journal import JournalIOError, JournalRefused
     from protocols.serial.port import PortError
 
     if isinstance(exc, (TableError, ProcedureError)):
         return "\n".join(str(f) for f in exc.findings)
-    if isinstance(exc, (ConfigError, JournalIOError, PortError)):
+    if isinstance(exc, (ConfigError, JournalIOError, JournalRefused, PortError)):
         return str(exc)
     if isinstance(exc, OSError) and (exc.errno in USER_ERRNOS):
-        return _os_message(exc)
+        where = _output_arg(args) if exc.filename is None and exc.errno in FULL_ERRNOS else None
+        return f"{where}: {_os_message(exc)}" if where else _os_message(exc)
     if isinstance(exc, UnicodeDecodeError):
         what = getattr(args, "file", None)
         return f"{what or 'input'}: not a text file ({exc.reason} at byte {exc.start})"
@@ -244,6 +245,21 @@ def _os_message(exc: OSError) -> str:
     if exc.filename2 is not None:
         where += f" -> {os.fsdecode(exc.filename2)}"
     return f"{where}: {why}"
+
+
+#: a write refused for want of space: the error carries no file name (a write has none),
+#: so the message names what the command was writing to
+FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def _output_arg(args: argparse.Namespace | None) -> str | None:
+    """The place the command writes to, as the user gave it (`--out`, `--journal`,
+    `--state`), to name it in a full-disk error."""
+    for key in ("out", "journal", "state"):
+        value = getattr(args, key, None)
+        if value is not None:
+            return f"--{key} {value}"
+    return None
 
 
 def _journal_arg(args: argparse.Namespace | None) -> str | None:

@@ -52,7 +52,7 @@ class SubscriptionsView(Protocol):
     @property
     def subs(self) -> SubscriptionTable: ...
 
-    def merge_sides(self) -> None:
+    def merge_sides(self, on: bool = True) -> None:
         """Frames arrive on two networks: merge every stream's two copies (A/B)."""
         ...
 

@@ -32,6 +32,7 @@ from pathlib import Path
 
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.goose import GooseConfig
+from controller.config.keys import KeyFile
 from controller.config.load import load_config
 from controller.demo.scenario import CILO, EPOCH, S, publishers_config
 from controller.goose.hub import GooseHub
@@ -58,23 +59,40 @@ class TripBench:
         journal: Path | None = None,
         idle_s: float = 0.0,
         reflex: bool = False,
+        keys: KeyFile | None = None,
+        key_id: int | None = None,
     ) -> None:
+        """`keys`, `key_id`: the trip stream signed (IEC 62351-6) with that key and its
+        subscription `auth: required`, the same path otherwise (benchmarks/test_auth_bench)."""
         self.idle_s = idle_s
         #: time (and count) the reflex's path instead: the arming made untimed after the
         #: re-close, the timed call its match and outputs, the engine's call after it
         self.reflex = reflex
         self._after_call: Callable[[], None] = lambda: None
         cfg = load_config(config, ControllerConfig)
+        if keys is not None:
+            subs = [
+                s.model_copy(update={"auth": "required"}) if s.name == "prot" else s
+                for s in cfg.goose.subscriptions
+            ]
+            cfg = cfg.model_copy(
+                update={"goose": cfg.goose.model_copy(update={"subscriptions": subs})}
+            )
         self._switch_interval = sys.getswitchinterval()  # LiveJournals lowers it, as run does
         self.journals = LiveJournals(journal, None) if journal is not None else None
         self.journal = self.journals.bay if self.journals is not None else None
         self._writer = self.journals.writer if self.journals is not None else None
-        self.bay = BayController(cfg, EPOCH, self.journal)
+        self.bay = BayController(cfg, EPOCH, self.journal, keys)
         self.fw = Firmware(now_ns=EPOCH)
         self.wire = VirtualWire(self.bay, self.fw, start_ns=EPOCH)
         # the protection IED's trip and bay 2's interlock: a close needs a valid permit
         ieds = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO)]
-        self.ied = GooseHub(GooseConfig(publishers=ieds))
+        if keys is not None:
+            ieds = [
+                p.model_copy(update={"auth": "sign", "key_id": key_id}) if p.name == "prot-A" else p
+                for p in ieds
+            ]
+        self.ied = GooseHub(GooseConfig(publishers=ieds), keys=keys)
         self.ied_id = "pub:prot-A"
         self.bay.start(EPOCH)
         self.bay.opened(EPOCH)

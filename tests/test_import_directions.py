@@ -31,6 +31,7 @@ CORE = {
     "controller.link",
     "controller.logic",
     "controller.ports",
+    "controller.prp",
 }
 
 #: unit -> the units it may import (besides itself)
@@ -44,6 +45,7 @@ ALLOWED: dict[str, set[str]] = {
     "firmware_sim": {"protocols", "controller.engine"},
     "controller.goose": {"protocols", "controller.engine", "controller.config"},
     "controller.link": {"protocols", "controller.engine", "controller.config"},
+    "controller.prp": {"protocols", "controller.engine", "controller.config"},
     "controller.logic": {
         "protocols",
         "controller.engine",
@@ -79,6 +81,17 @@ ALLOWED: dict[str, set[str]] = {
         "controller.shell",
         "controller.errors",
         "firmware_sim",
+    },
+    # the uplink and the collector: processes beside the controller, never inside its loop
+    "controller.fleet": {"protocols", *CORE, "controller.shell", "controller.logs"},
+    # the web page: a separate process reading the control socket and the journal; no
+    # unit of the controller imports it (only the commands do); the fleet's store rules
+    "controller.web": {
+        "protocols",
+        *CORE,
+        "controller.report",
+        "controller.shell",
+        "controller.fleet",
     },
     "controller.errors": set(),
     "controller.logs": set(),
@@ -116,6 +129,7 @@ PURE = (
     "controller.ports",
     "controller.goose",
     "controller.link",
+    "controller.prp",
     "controller.logic",
     "controller.agent",
     "controller.display",

@@ -51,6 +51,7 @@ def take_step(ctx, ev):
         "fallback": step["fallback"],
         "attempt": 1,
         "inflight_seq": None,
+        "step_ns": ev.time_ns,
         "outcome": step.get("final_outcome"),
         "text": step.get("text", ctx["text"]),
     }
@@ -107,23 +108,26 @@ def record_done(ctx, ev):
     ]
 
 
-def failure_route(ctx) -> str:
-    """After a failure: retry while retries are left, else the fallback, else fatal."""
-    if ctx["retries_left"] > 0:
+def failure_route(ctx, ev) -> str:
+    """After a failure: retry while retries are left, else the fallback, else fatal. A
+    failure the tool calls final (a command that must not run late, after a restart) is
+    never retried: the fallback or the end."""
+    final = isinstance(ev.payload, dict) and ev.payload.get("final")
+    if ctx["retries_left"] > 0 and not final:
         return "retry"
     return "fallback" if ctx["fallback"] else "fatal"
 
 
 @REGISTRY.router(outcomes=())
 def on_failure(ctx, ev):
-    return failure_route(ctx)
+    return failure_route(ctx, ev)
 
 
 @REGISTRY.action
 def record_failure(ctx, ev):
     p = ev.payload if isinstance(ev.payload, dict) else {}
     error = p.get("error") or ev.name  # tool_timeout carries no payload
-    route = failure_route(ctx)
+    route = failure_route(ctx, ev)
     out: list = [
         {
             "results": {
@@ -145,7 +149,13 @@ def record_failure(ctx, ev):
 
 @REGISTRY.action
 def next_attempt(ctx, ev):
-    return {"attempt": ctx["attempt"] + 1}
+    return {"attempt": ctx["attempt"] + 1, "step_ns": ev.time_ns}
+
+
+@REGISTRY.action
+def mark_step_time(ctx, ev):
+    """A confirmation starts the step's clock again: its age counts from the operator's yes."""
+    return {"step_ns": ev.time_ns}
 
 
 @REGISTRY.action

@@ -9,6 +9,7 @@ The service checkpoints before `take_output` hands the bytes of a command to the
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -22,13 +23,19 @@ from controller.logic.core import BayController
 
 class AgentBay:
     def __init__(
-        self, bay: BayController, service: AgentService, runs: Implementations = RUNS
+        self,
+        bay: BayController,
+        service: AgentService,
+        runs: Implementations = RUNS,
+        *,
+        resume_max_age_s: float = 30.0,
     ) -> None:
         """`runs`: the code of every tool the service's planner declares (a test or a
-        site adds its own with `RUNS.merged(...)`)."""
+        site adds its own with `RUNS.merged(...)`). `resume_max_age_s`: a restored
+        session's first device command is refused if its step began longer ago."""
         self.bay = bay
         self.service = service
-        self.tools = ToolRunner(service, bay, runs)
+        self.tools = ToolRunner(service, bay, runs, resume_max_age_s)
         self.now_ns = 0
         #: what the sessions did and told the operator (tools run, confirmations, answers)
         #: what the operator is told; `run` keeps only the last ones (a bounded deque)
@@ -38,14 +45,46 @@ class AgentBay:
         self.held: list[Any] = []
         #: told of every Notify the sessions emit (`run` counts expired confirmations)
         self.on_notify: Callable[[Notify, int], None] | None = None
+        #: why the agent layer was turned off (an error inside it), or None
+        self.fault: str | None = None
+        #: told once when it is (`run` raises the `agent` alarm and logs the traceback)
+        self.on_fault: Callable[[str, BaseException], None] | None = None
+
+    def _disable(self, exc: BaseException) -> None:
+        """An error inside the agent layer (a tool, the planner, a session, its journal)
+        turns the agent layer off, once, and only it: the bay it wraps, GOOSE and the
+        device link go on, because a supervisory procedure is never worth protection.
+        Its sessions stay as journaled; a restarted controller resumes them."""
+        if self.fault is None:
+            self.fault = f"{type(exc).__name__}: {exc}"
+            self.held.clear()
+            # the bay stops feeding the tools' reports: nobody reads them any more
+            with contextlib.suppress(ValueError):
+                self.bay.observers.remove(self.tools.reports.append)
+            self.tools.reports.clear()
+            if self.on_fault is not None:
+                self.on_fault(self.fault, exc)
 
     def restore(self, now_ns: int) -> int:
-        n = self.service.restore(now_ns)
-        self.held.extend(self.service.take())
+        try:
+            n = self.service.restore(now_ns)
+            self.held.extend(self.service.take())
+            self.tools.resumed.update(self.service.open)
+        except Exception as exc:  # isolation: see _disable
+            self._disable(exc)
+            return 0
         return n
 
     def round(self, now_ns: int) -> None:
         """Deliver tool results, fire agent timers, run requested tools, until quiet."""
+        if self.fault is not None:
+            return
+        try:
+            self._round(now_ns)
+        except Exception as exc:  # isolation: see _disable
+            self._disable(exc)
+
+    def _round(self, now_ns: int) -> None:
         self.now_ns = max(self.now_ns, now_ns)
         if self.held and self.bay.link.state in ("up", "degraded"):
             held, self.held = self.held, []
@@ -75,6 +114,24 @@ class AgentBay:
 
     def handle(self, request: dict[str, Any], now_ns: int) -> dict[str, Any]:
         """One control request: run, list, status, confirm, deny, abort, history, host."""
+        if self.fault is not None:
+            return {"ok": False, "error": self._disabled()}
+        try:
+            reply = self._handle(request, now_ns)
+        except Exception as exc:  # isolation: see _disable
+            self._disable(exc)
+            return {"ok": False, "error": self._disabled()}
+        self.round(now_ns)
+        return reply
+
+    def _disabled(self) -> str:
+        return (
+            f"the agent layer is off after an internal error ({self.fault}); GOOSE, the "
+            "logic and the device link keep running; restart the controller to resume "
+            "its sessions"
+        )
+
+    def _handle(self, request: dict[str, Any], now_ns: int) -> dict[str, Any]:
         op = request.get("op")
         s = self.service
         try:
@@ -102,7 +159,14 @@ class AgentBay:
                     now_ns,
                 )
             elif op in ("confirm", "deny", "abort"):
-                reply = getattr(s, op)(str(request["session"]), now_ns)
+                sid = str(request["session"])
+                step = request.get("step")
+                now_at = s.status(sid)["step"] if step is not None and sid in s.sessions else step
+                if step is not None and now_at != step:
+                    # the asker saw another step (a page, a second click): nothing operates
+                    reply = {"ok": False, "error": f"session {sid} is at step {now_at}, not {step}"}
+                else:
+                    reply = getattr(s, op)(sid, now_ns)
             elif op == "history":
                 sid = str(request["session"])
                 if not s.known(sid):
@@ -117,7 +181,6 @@ class AgentBay:
             reply = {"ok": False, "error": why}
         except ValueError as exc:
             reply = {"ok": False, "error": f"bad request: {exc}"}
-        self.round(now_ns)
         return reply
 
     # -- the serial endpoint's shape --------------------------------------------------------
@@ -134,15 +197,8 @@ class AgentBay:
         return self.bay.take_output()
 
     def next_deadline(self) -> int | None:
-        ds = [
-            d
-            for d in (
-                self.bay.next_deadline(),
-                self.service.next_deadline(),
-                self.tools.next_deadline(),
-            )
-            if d
-        ]
+        agent = () if self.fault else (self.service.next_deadline(), self.tools.next_deadline())
+        ds = [d for d in (self.bay.next_deadline(), *agent) if d]
         return min(ds) if ds else None
 
     def opened(self, now_ns: int) -> None:

@@ -79,7 +79,9 @@ class FolderPlanner:
 
     def _load(self, path: Path) -> Procedure:
         try:
-            return load_procedure(path, self.limits, self.tools)
+            # inside the running loop: a FIFO or a device named *.yaml is never opened to
+            # wait for a writer, it is rejected like any other broken file
+            return load_procedure(path, self.limits, self.tools, regular_only=True)
         except RecursionError:
             # the loader bounds nesting; this is the last line so one file can never
             # take the whole folder (and the agent) down with it

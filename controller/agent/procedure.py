@@ -348,11 +348,16 @@ def parse_procedure(
 
 
 def load_procedure(
-    path: str | Path, limits: LoaderLimits = DEFAULT_LIMITS, tools: ToolSet = TOOLS
+    path: str | Path,
+    limits: LoaderLimits = DEFAULT_LIMITS,
+    tools: ToolSet = TOOLS,
+    *,
+    regular_only: bool = False,
 ) -> Procedure:
+    """`regular_only`: a hot reload inside the running loop (see `read_text`)."""
     p = Path(path)
     try:
-        text = read_text(p, limits)
+        text = read_text(p, limits, regular_only=regular_only)
     except TableError as exc:
         raise ProcedureError(exc.findings) from exc
     return parse_procedure(text, str(p), limits, tools)

@@ -214,14 +214,24 @@ class AgentService:
                 "error": f"{e} is busy with session {other} "
                 f"({self.sessions[other].procedure.name}); procedure {name} refuses to wait",
             }
+        if self.journal is not None:
+            # the text is written before anything of the session exists: a disk that
+            # refuses it leaves no half-made session behind (nothing in `sessions` without
+            # its machines), and the next request, once the disk is back, starts clean
+            try:
+                self._keep_text(proc)
+            except self.journal.db.Error as exc:  # the connection's own sqlite3.Error
+                return {
+                    "ok": False,
+                    "error": f"{self.journal.path}: {exc}: no procedure starts until the "
+                    "agent journal can commit",
+                }
+            self.journal.set_meta("agent.sessions", self.count + 1)
         self.count += 1
         sid = f"s{self.count}"
         s = Session(sid, proc, bound, equipment)
         self.sessions[sid] = s
         self.open.add(sid)
-        if self.journal is not None:
-            self._keep_text(proc)
-            self.journal.set_meta("agent.sessions", self.count)
         self.runner.start(
             self.table.new(sid, session=sid, confirm_timeout_ms=self.confirm_timeout_ms), now_ns
         )
@@ -264,14 +274,17 @@ class AgentService:
             bound = proc.bind(params)
         except (LookupError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
+        if self.journal is not None:
+            try:
+                self._keep_text(proc)
+            except self.journal.db.Error as exc:
+                return {"ok": False, "error": f"{self.journal.path}: {exc}: not redirected"}
         old = self.sessions[sid]
         for e in old.equipment:
             if self.locks.get(e) == sid:
                 del self.locks[e]
         equipment = proc.equipment(bound)
         self.sessions[sid] = Session(sid, proc, bound, equipment)
-        if self.journal is not None:
-            self._keep_text(proc)
         self.runner.feed(
             sid,
             "interrupt",
@@ -373,10 +386,15 @@ class AgentService:
             {"step": step, "attempt": attempt, "outcome": outcome, "detail": detail},
         )
 
-    def tool_failed(self, sid: str, step: str, attempt: int, error: str, now_ns: int):
-        return self._input(
-            sid, "tool_failed", now_ns, {"step": step, "attempt": attempt, "error": error}
-        )
+    def tool_failed(
+        self, sid: str, step: str, attempt: int, error: str, now_ns: int, final: bool = False
+    ):
+        """`final`: never retried (the step's fallback or the end), e.g. a close that a
+        restart found not done: it must not run late."""
+        payload = {"step": step, "attempt": attempt, "error": error}
+        if final:
+            payload["final"] = True
+        return self._input(sid, "tool_failed", now_ns, payload)
 
     def advance(self, now_ns: int) -> None:
         if self.runner.advance(now_ns):

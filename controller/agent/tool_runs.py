@@ -5,8 +5,11 @@ are queued while the bay is busy and delivered by `pump`, so a result never re-e
 controller in the middle of its own step. Device commands are at-most-once end to end:
 the service checkpoints the command's sequence number (`tool_started`) before the shell
 writes the bytes; a restarted controller reconciles an in-flight command from the device's
-status (already in the commanded position: done) and, if it must ask again, under the same
-sequence number, which the device answers from its store if it had run it.
+status (already in the commanded position: done). A close or an output not in effect is
+never sent again (failed: `controller_restarted`); a harmless or safe-direction command
+(a read, a trip) is asked again under the same sequence number, which the device answers
+from its store if it had run it. A restored session's first command that would go out is
+checked again: its step's age and, for a close, the bay's close guards.
 """
 
 from __future__ import annotations
@@ -32,7 +35,7 @@ from controller.agent.tools import (
 )
 from controller.goose.effects import FrameClassified
 from controller.link.effects import LinkEvent
-from controller.link.registry import in_effect
+from controller.link.registry import RECONCILE, in_effect
 from controller.logic.actions import close_blockers
 from controller.logic.core import BayController
 from controller.logic.mapping import member_value
@@ -82,7 +85,11 @@ RUNS = Implementations()
 
 class ToolRunner:
     def __init__(
-        self, service: AgentService, bay: BayController, runs: Implementations = RUNS
+        self,
+        service: AgentService,
+        bay: BayController,
+        runs: Implementations = RUNS,
+        max_age_s: float = 30.0,
     ) -> None:
         """`runs` must implement every tool the service's procedures may name (its
         planner's tool set): a declared tool without code is refused here, at start,
@@ -102,6 +109,10 @@ class ToolRunner:
         self.reports: deque[Any] = deque()
         self.delays: dict[str, tuple[RunTool, int]] = {}
         self.log: list[str] = []
+        #: restored sessions whose first device command after the restart is checked
+        #: (`_resume_refusal`), and the age limit of that check
+        self.resumed: set[str] = set()
+        self.max_age_ns = int(max_age_s * 1e9)
         bay.observers.append(self.reports.append)
 
     # -- effects from the service ---------------------------------------------------------
@@ -119,9 +130,10 @@ class ToolRunner:
         """The tool finished with `outcome` (one its declaration lists)."""
         self.service.tool_done(e.session, e.step, e.attempt, now_ns, outcome, detail)
 
-    def failed(self, e: RunTool, now_ns: int, error: str) -> None:
-        """The tool failed; the step's retry policy and fallback decide what follows."""
-        self.service.tool_failed(e.session, e.step, e.attempt, error, now_ns)
+    def failed(self, e: RunTool, now_ns: int, error: str, final: bool = False) -> None:
+        """The tool failed; the step's retry policy and fallback decide what follows
+        (`final`: no retry, see `AgentService.tool_failed`)."""
+        self.service.tool_failed(e.session, e.step, e.attempt, error, now_ns, final)
 
     def position(self) -> str | None:
         """The breaker position the device last reported (`on`, `off` ...), or None."""
@@ -159,6 +171,17 @@ class ToolRunner:
             self.log.append(f"{e.session}: reconciled {command} seq {e.seq}: already done")
             self.done(e, now_ns, "ok", "reconciled: already done")
             return
+        if e.reconcile and RECONCILE[command] == "fail":
+            self._settle_unseen(e, command, now_ns)
+            return
+        if e.session in self.resumed:
+            # the first command a restored session would send: is it still what was meant?
+            self.resumed.discard(e.session)
+            why = self._resume_refusal(e, command, now_ns)
+            if why is not None:
+                self.log.append(f"{e.session}: {command} refused after the restart: {why}")
+                self.failed(e, now_ns, f"{command}: controller_restarted: {why}", final=True)
+                return
         try:
             seq = self.bay.link.send_command(
                 command, now_ns, seq=e.seq if e.reconcile else None, **args
@@ -170,6 +193,39 @@ class ToolRunner:
             self.log.append(f"{e.session}: re-sent {command} under seq {seq}")
         self.commands[seq] = (e, command, args)
         self.service.tool_started(e.session, e.step, e.attempt, seq, now_ns)
+
+    def _settle_unseen(self, e: RunTool, command: str, now_ns: int) -> None:
+        """A close or an output whose answer was never seen before the restart, and that the
+        device does not show: never sent again (it would run late, maybe against an
+        interlock that blocks it now). Still moving: its end position settles it.
+        Otherwise it failed, finally, and the session is told (RECONCILE: `fail`)."""
+        if self.position() == "intermediate" and command in END_POSITION:
+            self.waits[e.session] = (e, ("position", END_POSITION[command]))
+            return
+        self.resumed.discard(e.session)
+        why = (
+            f"{command} seq {e.seq} was in flight when the controller stopped and the device "
+            f"does not show it (position {self.position()}): not sent again"
+        )
+        self.log.append(f"{e.session}: {why}")
+        self.failed(e, now_ns, f"{command}: controller_restarted: {why}", final=True)
+
+    def _resume_refusal(self, e: RunTool, command: str, now_ns: int) -> str | None:
+        """Why a restored session's first command must not go out now, or None: its step
+        is older than the age limit (or of unknown age: another boot of the host), or
+        the guards the bay applies to a close refuse it now (interlocks, spring, alarms)."""
+        since = self.service.loop(e.session).ctx.get("step_ns")
+        limit = self.max_age_ns / 1e9
+        if since is None or now_ns < since:
+            return f"step {e.step} is of unknown age (agent.resume_max_age_s {limit:g} s)"
+        if now_ns - since > self.max_age_ns:
+            age = (now_ns - since) / 1e9
+            return f"step {e.step} is {age:.1f} s old (agent.resume_max_age_s {limit:g} s)"
+        if command == "close":
+            blockers = close_blockers(self.bay.bay.ctx)
+            if blockers:
+                return f"close not permitted now: {'; '.join(blockers)}"
+        return None
 
     def _cancel(self, c: CancelTool) -> None:
         self.waits.pop(c.session, None)

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, CommandError
+from controller.cli import EXIT_OK, CommandError
 from controller.shell.control import (
     ControlDenied,
     ControlUnavailable,
@@ -69,5 +69,9 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(
             f"{exc}: start `goosectl run` (or `goosectl demo --serve`) first"
         ) from exc
+    if not reply.get("ok"):  # refused: an unknown procedure or session, a step not waiting
+        what = " ".join([op, *([args.procedure] if op == "run" else [req.get("session", "")])])
+        why = str(reply.get("error") or "refused").splitlines() or ["refused"]
+        raise CommandError(f"agent {what.strip()}: {' '.join(w.strip() for w in why)}")
     print(json.dumps(reply, indent=2, default=str))
-    return 0 if reply.get("ok") else EXIT_FINDINGS
+    return EXIT_OK

@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 from controller.cli import CommandError
+from protocols.files import write_new
 
 log = logging.getLogger(__package__)
 
@@ -43,6 +44,11 @@ def run(args: argparse.Namespace) -> int:
     from lab.floors import pty_round_trips
     from lab.latency import TripBench
 
+    if args.live:
+        import os
+
+        if os.geteuid() != 0:  # before any measuring: a refusal costs no wait
+            raise CommandError("--live needs root (network namespaces, raw sockets)")
     series: dict[str, list[int]] = {}
     floors: dict[str, list[int]] = {}
     log.info("in process: %d trips of a closed breaker ...", args.samples)
@@ -51,10 +57,6 @@ def run(args: argparse.Namespace) -> int:
     series["in process: trip frame -> trip-ack frame"] = s.to_ack_frame
     floors["floor: pty round trip"] = pty_round_trips(21, 5000)
     if args.live:
-        import os
-
-        if os.geteuid() != 0:
-            raise CommandError("--live needs root (network namespaces, raw sockets)")
         from lab.wire_floor import WireFloor
         from lab.wire_latency import QUIET_S, WireTrip
 
@@ -91,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     text = "\n".join(lines)
     print(text)
     svg = write_svg(args.out, {**series, **floors}, "goosectl transition latency")
-    args.out.with_suffix(".txt").write_text(text + "\n")
-    args.out.with_suffix(".json").write_text(json.dumps(table, indent=2) + "\n")
+    write_new(args.out.with_suffix(".txt"), text + "\n")
+    write_new(args.out.with_suffix(".json"), json.dumps(table, indent=2) + "\n")
     print(f"\nhistogram: {svg}  table: {args.out.with_suffix('.txt')}")
     return 0 if verdict else 1

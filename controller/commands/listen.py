@@ -17,17 +17,23 @@ import sys
 import time
 from typing import Any
 
-from controller.cli import CommandError
+from controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, CommandError
+from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.replay import load_goose_config
 from controller.commands.scl import add_check_args, wire_check
+from controller.config.goose import GooseConfig
 from controller.goose.hub import GooseHub
-from controller.report.goose_report import Reporter
+from controller.goose.rgoose import receiver_for
+from controller.report.prp_report import PrpReporter
 from controller.shell.goose_live import (
     CONTROLLER_RING,
     LiveGoose,
     RxDrops,
     require_raw_sockets,
 )
+from controller.shell.keys import KeyService
+from controller.shell.rgoose_live import listen as rgoose_listen
 from protocols.ethernet.rawsock import RawSocketError, RingSpec
 from protocols.goose import Vlan
 
@@ -36,7 +42,16 @@ log = logging.getLogger(__package__)
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("listen", help="live GOOSE subscriber on raw Ethernet (root)")
-    p.add_argument("--iface", required=True, help="interface of network A")
+    p.add_argument("--iface", help="interface of network A (required without --rgoose)")
+    p.add_argument(
+        "--rgoose",
+        metavar="ADDR[:PORT]",
+        help="also receive R-GOOSE over UDP: a multicast group to join, or a unicast "
+        "address to bind (port 102 by default)",
+    )
+    p.add_argument(
+        "--rgoose-iface", default="", metavar="IPV4", help="join the group on this address"
+    )
     p.add_argument("--iface-b", help="interface of network B (redundant A/B)")
     p.add_argument(
         "--config",
@@ -44,6 +59,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ied", help="with an SCL --config: the IED to configure")
     add_check_args(p)
+    add_keys_args(p)
     p.add_argument("--appid", type=lambda s: int(s, 0), help="print only this APPID")
     p.add_argument("--gocbref", help="print only this gocbRef")
     p.add_argument("--json", action="store_true", help="one JSON object per line")
@@ -54,11 +70,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="simulation mode (LPHD.Sim): a subscription switches to its simulated stream "
         "at the first simulated frame (default: simulated frames are refused)",
     )
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
 def open_live(
-    hub: GooseHub, iface: str, iface_b: str | None, ring: RingSpec | None = CONTROLLER_RING
+    hub: GooseHub, iface: str | None, iface_b: str | None, ring: RingSpec | None = CONTROLLER_RING
 ) -> LiveGoose:
     reason = require_raw_sockets()
     if reason:
@@ -96,12 +113,47 @@ def stats_line(live: LiveGoose) -> str:
     )
 
 
+def listener_config(config: GooseConfig) -> GooseConfig:
+    """The subscriptions of `config` without its publishers: a listener on a station bus
+    never sends, since frames of the configured IED's control blocks would impersonate it
+    (an injection). Saying so once tells a user why the publishers are not on the wire."""
+    if config.publishers:
+        names = ", ".join(p.gocb_ref for p in config.publishers)
+        log.info("listen never publishes: the config's publishers are not sent (%s)", names)
+    return config.model_copy(update={"publishers": []})
+
+
 def run(args: argparse.Namespace) -> int:
-    config = load_goose_config(args.config, args.ied)
+    config = with_profile(args, _prp.config_with(load_goose_config(args.config, args.ied), args))
+    keys = keys_for(args, config)
     check = wire_check(args.scl, config)
-    hub = GooseHub(config, simulation=args.simulation)
+    config = listener_config(config)
+    hub = GooseHub(
+        config,
+        simulation=args.simulation,
+        keys=keys,
+        auth_default="optional" if keys is not None else "off",
+    )
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
     live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    rgoose = None
+    if args.rgoose:
+        try:
+            receiver = receiver_for(hub, config.subscriptions, keys)
+            rgoose = rgoose_listen(live, receiver, args.rgoose, args.rgoose_iface)
+        except (OSError, ValueError) as exc:
+            live.close()
+            raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
+    key_service = KeyService(hub, args.keys or config.keys)
+    key_service.start()
+    live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
+    # events of timers (a TAL that ran out) are stamped with the host's clock
+    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref, clock=time.time_ns)
+    prp = _prp.start(live, config, reporter)
+    if prp is not None:
+        reporter.set_source(prp.last_trailer)
 
     def on_effects(out: list) -> None:
         reporter.effects(out)
@@ -115,13 +167,20 @@ def run(args: argparse.Namespace) -> int:
         reporter.frame(n, ts, b, v, out)
         sys.stdout.flush()
 
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: the report, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     ready = {
         "event": "listening",
         "ifaces": [i for i in (args.iface, args.iface_b) if i],
+        **({"rgoose": args.rgoose} if args.rgoose else {}),
         "rx": live.rx_modes,
     }
     print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
@@ -134,7 +193,16 @@ def run(args: argparse.Namespace) -> int:
         )
     finally:
         live.close()
+        if prp is not None:
+            prp.close()
+            prp.lre.settle()  # every duplicate-table entry counted
     print(stats_line(live))
+    if rgoose is not None:
+        rgoose.close()
+        counts = {"datagrams": rgoose.datagrams, **rgoose.receiver.counters()}
+        print(json.dumps({"event": "rgoose", "counts": counts}))
+    if prp is not None:
+        reporter.prp(prp.status())
     if check is not None and args.json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()
@@ -142,4 +210,6 @@ def run(args: argparse.Namespace) -> int:
         check.print(as_json=False)
     if not args.json:
         print(json.dumps({"frames": live.frames, "sent": live.sent}))
-    return 0
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FINDINGS if reporter.anomalies.count else EXIT_OK

@@ -9,15 +9,21 @@ import os
 import signal
 import sys
 import time
+from typing import Any
 
 from pydantic import ValidationError
 
-from controller.cli import CommandError
+from controller.cli import EXIT_INTERRUPTED, CommandError
+from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.listen import open_live
 from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
+from controller.config.keys import KeyFile
 from controller.goose.hub import GooseHub
 from controller.goose.publisher_actions import PublishError
 from controller.report.goose_report import Reporter
+from controller.shell.keys import KeyService
+from controller.shell.rgoose_live import RgoosePublisher, open_socket, parse_target
 from protocols.goose import GooseError, all_data_from_json, data_shape
 
 log = logging.getLogger(__package__)
@@ -29,8 +35,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="publish GOOSE on raw Ethernet (root); each line on "
         "stdin holding a JSON value list is a state change",
     )
-    p.add_argument("--iface", required=True)
+    p.add_argument("--iface", help="interface of network A (required without --rgoose)")
     p.add_argument("--iface-b")
+    p.add_argument(
+        "--rgoose",
+        metavar="ADDR[:PORT]",
+        help="publish R-GOOSE over UDP to this unicast or multicast IPv4 address (port "
+        "102 by default) instead of raw Ethernet; --key-id signs (HMAC) or encrypts "
+        "(aes-128-gcm) every SPDU",
+    )
+    p.add_argument(
+        "--rgoose-iface", default="", metavar="IPV4", help="send multicast from this address"
+    )
+    add_keys_args(p)
+    p.add_argument(
+        "--key-id",
+        type=int,
+        help="sign every frame (IEC 62351-6) with this key of --keys (or its chain's successor)",
+    )
     p.add_argument(
         "--config",
         help="take the publisher from a config (YAML/TOML, or SCL with --ied) instead of the "
@@ -60,13 +82,58 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burst", type=int, default=4, help="fixed-burst repeats at MinTime")
     p.add_argument("--sides", choices=["A", "B", "both"], default=None)
     p.add_argument("--simulation", action="store_true")
+    p.add_argument(
+        "--ndscom",
+        action="store_true",
+        help="send ndsCom TRUE (a test set's 'needs commissioning' injection: a subscriber "
+        "must refuse the data)",
+    )
+    p.add_argument(
+        "--stnum-jump",
+        type=int,
+        metavar="N",
+        help="the first state change from stdin carries stNum + N instead of + 1 (a test "
+        "set's missed-state injection: a subscriber must report N - 1 states missed)",
+    )
+    p.add_argument(
+        "--test",
+        action="store_true",
+        help="set the test bit of every quality (13-bit bit-string) published (q.test: a "
+        "subscriber not in test mode must not act on it)",
+    )
     p.add_argument("--json", action="store_true")
+    _prp.add_arg(p)
+    p.add_argument(
+        "--duration",
+        type=float,
+        help="stop after this many seconds (default: until Ctrl-C); heartbeats go on "
+        "whether or not stdin is still open",
+    )
     p.set_defaults(func=run)
 
 
-def _values(text: str, where: str):
+#: IEC 61850 Quality: 13 bits, the test bit the twelfth (validity 2, details 8, source)
+QUALITY_BITS, TEST_BIT = 13, 11
+
+
+def test_flagged(values: Any) -> Any:
+    """`values` (the JSON form of a data set) with q.test set in every 13-bit bit-string,
+    structures included: what `--test` publishes."""
+    if isinstance(values, list):
+        return [test_flagged(v) for v in values]
+    if isinstance(values, dict):
+        v = values.get("value")
+        if values.get("type") == "bit-string" and isinstance(v, str) and len(v) == QUALITY_BITS:
+            return {**values, "value": v[:TEST_BIT] + "1" + v[TEST_BIT + 1 :]}
+        if isinstance(v, list):
+            return {**values, "value": test_flagged(v)}
+    return values
+
+
+def _values(text: str, where: str, test: bool = False):
     try:
-        return all_data_from_json(json.loads(text))
+        data = json.loads(text)
+        return all_data_from_json(test_flagged(data) if test else data)
     except (json.JSONDecodeError, GooseError) as exc:
         raise CommandError(f"{where}: bad values: {exc}") from exc
 
@@ -101,6 +168,8 @@ def _from_config(args: argparse.Namespace) -> PublisherCfg:
         changes["src"] = args.src
     if args.simulation:
         changes["simulation"] = True
+    if args.ndscom:
+        changes["nds_com"] = True
     try:
         return PublisherCfg.model_validate(chosen[0].model_dump() | changes)
     except ValidationError as exc:
@@ -126,6 +195,7 @@ def run(args: argparse.Namespace) -> int:
             src=args.src,
             vlan=VlanCfg(id=args.vlan, priority=args.priority) if args.vlan is not None else None,
             simulation=args.simulation,
+            nds_com=args.ndscom,
             members=data_shape(initial),
             initial=json.loads(args.values),
             schedule=args.schedule,
@@ -139,19 +209,59 @@ def run(args: argparse.Namespace) -> int:
     return serve(args, cfg)
 
 
+def _rgoose_publisher(args: argparse.Namespace, keys: KeyFile | None) -> RgoosePublisher:
+    """The R-GOOSE sender of `--rgoose`, with the key of `--key-id` (an HMAC or
+    aes-128-gcm key of --keys)."""
+    key = None
+    if args.key_id is not None:
+        key = keys.keys.get(args.key_id) if keys is not None else None
+        if key is None:
+            raise CommandError(f"--key-id {args.key_id}: not a key of --keys")
+        if key.key.algorithm.gmac:
+            raise CommandError(f"--key-id {args.key_id}: R-GOOSE signs with HMAC or aes-128-gcm")
+    try:
+        target = parse_target(args.rgoose)
+        sock = open_socket("0.0.0.0", 0, (), args.rgoose_iface)
+    except (OSError, ValueError) as exc:
+        raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
+    return RgoosePublisher(sock, target, key)
+
+
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
-    hub = GooseHub(GooseConfig(publishers=[cfg]))
+    if args.stnum_jump is not None and args.stnum_jump < 1:
+        raise CommandError("--stnum-jump must be >= 1 (1 is an ordinary state change)")
+    if args.test and cfg.initial:
+        cfg = cfg.model_copy(update={"initial": test_flagged(cfg.model_dump()["initial"])})
+    if args.duration is not None and not args.duration > 0:  # also refuses NaN
+        raise CommandError("--duration must be > 0 seconds")
+    if args.key_id is not None and not args.rgoose:
+        cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
+    goose = with_profile(args, _prp.config_with(GooseConfig(publishers=[cfg]), args))
+    keys = keys_for(args, goose)
+    hub = GooseHub(goose, keys=keys)
     live = open_live(hub, args.iface, args.iface_b)
-    reporter = Reporter(hub, args.json, sys.stdout)
-    stdin_open = [True]
+    rgoose = _rgoose_publisher(args, keys) if args.rgoose else None
+    if rgoose is not None:
+        live.transports.append(rgoose)
+    key_service = KeyService(hub, args.keys)
+    key_service.start()
+    live.on_round.append(key_service.tick)
+    # its own stream only: other publishers on the wire are not what a test set reports
+    reporter = Reporter(hub, args.json, sys.stdout, gocb_ref=cfg.gocb_ref, clock=time.time_ns)
+    prp = _prp.start(live, goose)
     buf = bytearray()
+    jump = [args.stnum_jump] if args.stnum_jump is not None else []
 
     def on_stdin() -> None:
         chunk = os.read(sys.stdin.fileno(), 65536)
-        if not chunk:
-            stdin_open[0] = False
+        if not chunk:  # closed: the publisher goes on with its heartbeats
             live.remove_reader(sys.stdin.fileno())
             return
+        lines(chunk)
+
+    def lines(chunk: bytes) -> None:
         buf.extend(chunk)
         while b"\n" in buf:
             line, _, rest = bytes(buf).partition(b"\n")
@@ -160,29 +270,39 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 continue
             now = time.monotonic_ns()
             try:
-                values = _values(line.decode(), "stdin")
+                values = _values(line.decode(), "stdin", args.test)
+                if jump:  # the test set's missed states: once, on the first change
+                    live.execute(hub.skip_states(cfg.gocb_ref, jump.pop(), now), now)
                 out = hub.publish(cfg.gocb_ref, values, now, time.time_ns())
             except (CommandError, PublishError) as exc:
                 log.error("refused: %s", exc)  # this line only: the next may be good
                 continue
             live.execute(out, now)
 
-    live.add_reader(sys.stdin.fileno(), on_stdin)
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    try:
+        live.add_reader(sys.stdin.fileno(), on_stdin)
+    except PermissionError:  # a file or /dev/null, which no selector watches: read it now
+        lines(sys.stdin.buffer.read() + b"\n")
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: the closing line, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
 
     def on_effects(out) -> None:
         reporter.effects(out)
         sys.stdout.flush()
-        # stdin closed and the burst is over (back to heartbeat): done
-        m = hub.runner.machines.get(f"pub:{cfg.gocb_ref}")
-        if not stdin_open[0] and m is not None and m.state == "heartbeat":
-            live.stop()
 
+    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     try:
-        live.run(on_effects=on_effects)
+        live.run(on_effects=on_effects, until_ns=until)
     finally:
         live.close()
+        if prp is not None:
+            prp.close()
     c = hub.counters()["publishers"][cfg.gocb_ref]
     print(
         json.dumps(
@@ -192,7 +312,9 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
                 "stNum": c["st"],
                 "sqNum": c["sq"],
                 "sent": live.sent,
+                **({"rgoose": rgoose.counters()} if rgoose is not None else {}),
+                **({"prp": prp.lre.counters()} if prp is not None else {}),
             }
         )
     )
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_FINDINGS, CommandError, add_log_args
+from controller.commands import _prp, _replay_wire
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.commands.scl import add_check_args, wire_check
 from controller.config.goose import GooseConfig
 from controller.config.load import load_config
@@ -15,6 +18,7 @@ from controller.config.validate import ConfigError
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.goose.hub import GooseHub
+from controller.goose.rgoose import receiver_for
 from controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
     CaptureClock,
@@ -24,6 +28,7 @@ from controller.replay.capture_clock import (
 from controller.replay.goose_replay import Replay, capture_frames
 from controller.report.goose_report import Reporter
 from controller.shell.journal_clock import anchor as anchor_clock
+from controller.shell.journal_writer import journal_key
 from protocols.ethernet.pcap import CaptureError
 
 
@@ -40,6 +45,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--ied", help="with an SCL --config: the IED to configure")
     add_check_args(p)
+    add_keys_args(p)
     p.add_argument("--out", type=Path, help="write frames the publishers send to this pcap")
     p.add_argument("--journal", type=Path, help="SQLite journal of every transition")
     pace = p.add_mutually_exclusive_group()
@@ -82,6 +88,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         choices=["on", "test", "test-blocked", "off"],
         help="with --device sim: the controller's behaviour mode (default: logic.mode)",
     )
+    _replay_wire.add_args(p)
+    _prp.add_arg(p)
     p.set_defaults(func=run)
 
 
@@ -97,44 +105,72 @@ def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    if _replay_wire.wanted(args):
+        return _replay_wire.run(args)
     if args.device:
+        if args.speed is not None:  # it runs in virtual time only: refused, not ignored
+            raise CommandError(
+                "--speed: replay --device sim runs in virtual time only (as fast as possible)"
+            )
         return run_controller(args)
-    config = load_goose_config(args.config, args.ied)
+    config = with_profile(args, load_goose_config(args.config, args.ied))
+    keys = keys_for(args, config)
     check = wire_check(args.scl, config)
     if args.speed is not None and args.speed <= 0:
         raise CommandError("--speed must be > 0")
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
-    hub = GooseHub(config, journal, simulation=args.simulation)
-    reporter = Reporter(hub, args.json, sys.stdout, args.appid, args.gocbref)
+    hub = GooseHub(
+        config,
+        journal,
+        simulation=args.simulation,
+        keys=keys,
+        auth_default="optional" if keys is not None else "off",
+    )
+    replay: Replay | None = None
+    reporter = Reporter(
+        hub,
+        args.json,
+        sys.stdout,
+        args.appid,
+        args.gocbref,
+        clock=lambda: replay.now_ns if replay is not None else 0,
+        quiet=bool(args.quiet),
+    )
     clock = CaptureClock(max_gap, reporter.time_jump)
 
     def on_frame(number, ts, data, effects):
         if check is not None:
             check.frame(ts, data)
-        if not args.quiet:
-            reporter.frame(number, ts, data, None, effects)
+        reporter.frame(number, ts, data, None, effects)
 
-    def on_effects(effects):
-        if not args.quiet:
-            reporter.effects(effects)
-
-    replay = Replay(hub, args.out, args.speed, on_frame, on_effects)
+    rgoose = receiver_for(hub, config.subscriptions, keys)  # UDP 102 frames of the pcap
+    replay = Replay(hub, args.out, args.speed, on_frame, reporter.effects, rgoose)
     try:
         replay.run(capture_frames(args.file, args.loop, clock))
     except (CaptureError, CaptureTimeError) as exc:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
+    if rgoose.counts:  # SPDUs refused before any subscription (malformed, replayed ...)
+        counts = rgoose.counters()
+        sys.stdout.write(
+            (
+                json.dumps({"event": "rgoose", "counts": counts})
+                if args.json
+                else f"rgoose: {counts}"
+            )
+            + "\n"
+        )
     if check is not None and args.json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()
     if check is not None and not args.json:
         check.print(as_json=False)
-    return 0
+    return EXIT_FINDINGS if reporter.anomalies.count else 0
 
 
 def run_controller(args: argparse.Namespace) -> int:
@@ -151,6 +187,8 @@ def run_controller(args: argparse.Namespace) -> int:
         cfg = load_config(path, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    keys = keys_for(args, cfg.goose)
     jumps: list[TimeJump] = []
     clock = CaptureClock(_max_gap(args), jumps.append)
     # streamed: the first frame gives the start time, the rest is read as the run goes
@@ -163,9 +201,9 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
-    journal = Journal(args.journal, durability="group") if args.journal else None
+    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
-    bay = BayController(cfg, t0, journal)
+    bay = BayController(cfg, t0, journal, keys)
     if args.mode:
         bay.set_mode(args.mode, t0, "command line")
     if args.simulation:

@@ -8,10 +8,14 @@ import signal
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
+from itertools import islice
 from pathlib import Path
 
 from controller import logs
-from controller.cli import CommandError, add_log_args
+from controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
+from controller.commands import _prp
+from controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
@@ -20,7 +24,9 @@ from controller.engine.resources import shipped
 from controller.report.bay_report import percentiles
 from controller.shell.goose_live import require_raw_sockets
 from controller.shell.journal_writer import LiveJournals, Retention
+from controller.shell.keys import KeyService
 from controller.shell.output_pump import LinePump
+from controller.shell.rgoose_live import attach_subscriptions
 
 PROCEDURES = shipped("controller.agent", "procedures")
 
@@ -41,6 +47,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--port", help="serial port or URL of the device (default: device.port)")
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
+    add_keys_args(p)
     p.add_argument(
         "--journal-max-mb",
         type=float,
@@ -67,6 +74,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
     )
     p.add_argument("--duration", type=float, help="stop after this many seconds")
+    _prp.add_arg(p)
     add_log_args(p, quiet="no status line every second")
     p.add_argument(
         "--log-json",
@@ -153,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
         cfg = load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    keys = keys_for(args, cfg.goose)
     iface = None if args.no_network else (args.iface or cfg.goose.interface_a)
     if not iface and not args.no_network:
         raise CommandError(f"{args.config}: goose.interface_a is not set and no --iface given")
@@ -165,6 +175,10 @@ def run(args: argparse.Namespace) -> int:
     reason = None if args.no_network else require_raw_sockets()
     if reason:
         raise CommandError(reason)
+    prp_cfg = _prp.config_with(
+        cfg.goose, args, iface,
+        None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b),
+    )  # fmt: skip
     from controller.agent.host import AgentBay
     from controller.agent.planner import FolderPlanner
     from controller.agent.service import AgentService
@@ -175,7 +189,12 @@ def run(args: argparse.Namespace) -> int:
     from controller.shell.locks import LockError
 
     if args.state is not None:
-        args.state.mkdir(parents=True, exist_ok=True)
+        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+
+        try:
+            prepare_state_folder(args.state)
+        except StateFolderError as exc:
+            raise CommandError(str(exc)) from exc
     journal_path = (
         args.journal or cfg.journal or (args.state / "bay.sqlite" if args.state else None)
     )
@@ -197,6 +216,7 @@ def run(args: argparse.Namespace) -> int:
             Retention(
                 max_bytes=int(args.journal_max_mb * 1024 * 1024) or None,
                 max_age_s=args.journal_max_days * 86400 or None,
+                hold=_uplink_hold(args.state),
             ),
             args.journal_queue,
             args.agent_fsync,
@@ -206,7 +226,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     journal = journals.bay
     now = time.monotonic_ns()
-    bay = BayController(cfg, now, journal)
+    bay = BayController(cfg, now, journal, keys)
     control.log = ControlLog(journal, now, quiet_s=cfg.control.alarm_quiet_s)
     if args.mode:
         bay.set_mode(args.mode, now, "command line")
@@ -219,7 +239,7 @@ def run(args: argparse.Namespace) -> int:
         max_open=cfg.agent.max_open_sessions,
         keep_finished=cfg.agent.keep_finished_sessions,
     )
-    agent = AgentBay(bay, service)
+    agent = AgentBay(bay, service, resume_max_age_s=cfg.agent.resume_max_age_s)
     agent.responses = deque(maxlen=1024)  # nobody reads them here: the last ones, not all
 
     def expired(notice, now_ns: int) -> None:
@@ -239,6 +259,15 @@ def run(args: argparse.Namespace) -> int:
         abandon()
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
+    try:
+        _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
+    except OSError as exc:
+        live.live.close()
+        abandon()
+        raise CommandError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
+    if agent.fault is not None:  # the restore already failed
+        live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
         from controller.shell.realtime import CpuLatency, RealtimeError
@@ -280,7 +309,24 @@ def run(args: argparse.Namespace) -> int:
         live.live.close()
         abandon()
         raise CommandError(f"device port {port}: {why}")
-    control.handler = controller_ops(bay, agent.handle)
+    try:  # R-GOOSE: the `rgoose:` subscriptions' UDP sockets, served by the same loop
+        rgoose_listeners = attach_subscriptions(live.live, cfg.goose.subscriptions, keys)
+    except OSError as exc:
+        live.live.close()
+        abandon()
+        raise CommandError(f"rgoose: cannot open the UDP socket: {exc}") from exc
+    key_service = KeyService(bay.hub, args.keys or cfg.goose.keys, control.log)
+    key_service.start()
+    live.live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
+    # the last trips' frame -> device latencies: `status --json` and the web page's histogram
+    control.handler = key_service.ops(
+        controller_ops(
+            bay,
+            agent.handle,
+            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+        )
+    )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
         f"limit:{name}", on
     )
@@ -294,7 +340,13 @@ def run(args: argparse.Namespace) -> int:
     )
     control.attach(live.live.add_reader, live.live.remove_reader)
     live.live.on_round.append(control.tick)
-    signal.signal(signal.SIGINT, lambda *_: live.stop())
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:  # Ctrl-C: stop as on SIGTERM, then exit 130
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
     signal.signal(signal.SIGTERM, lambda *_: live.stop())
     until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
     print(
@@ -317,6 +369,8 @@ def run(args: argparse.Namespace) -> int:
     try:
         live.run(until)
     finally:
+        for listener in rgoose_listeners:
+            listener.close()
         control.close()
         journals.close()
         logs.unroute()
@@ -328,6 +382,7 @@ def run(args: argparse.Namespace) -> int:
             {
                 "event": "stopped",
                 "breaker": bay.bay.state,
+                **({"rgoose": rgoose_listeners[0].receiver.counters()} if rgoose_listeners else {}),
                 "mode": bay.mode_name,
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,
@@ -345,7 +400,7 @@ def run(args: argparse.Namespace) -> int:
             }
         )
     )
-    return 0
+    return EXIT_INTERRUPTED if interrupted else 0
 
 
 def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None):
@@ -354,17 +409,27 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
     opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
     kept then."""
     from controller.shell.control import ControlServer, default_path
-    from controller.shell.locks import lock_file
+    from controller.shell.locks import lock_file, lock_journal
 
     held = []
     try:
         if args.state is not None:
             held.append(lock_file(args.state / "lock", f"state folder {args.state}"))
-        if journal is not None and (args.state is None or journal.parent != args.state):
-            held.append(lock_file(journal.with_name(journal.name + ".lock"), f"journal {journal}"))
+        if journal is not None:  # by the file itself: any name or hard link meets the lock
+            held.append(lock_journal(journal, f"journal {journal}"))
         path = args.control or cfg.control.socket or default_path()
         return held, ControlServer(path, None, cfg=cfg.control)
     except BaseException:
         for lock in held:
             lock.release()
         raise
+
+
+def _uplink_hold(state: Path | None) -> Callable[[], int | None] | None:
+    """What retention must keep for a fleet uplink of this state folder: the rows its
+    broker has not acknowledged (`goosectl uplink`, docs/fleet.md)."""
+    if state is None:
+        return None
+    from controller.fleet.source import held_from
+
+    return lambda: held_from(state)

@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from controller.cli import CommandError
+from protocols.files import write_new
 from protocols.scl import Scl, SclError, load_scl
 
 log = logging.getLogger(__package__)
@@ -39,9 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     cfg.set_defaults(func=run_config)
 
 
-def read(path: Path) -> Scl:
+def read(path: Path, ied: str | None = None) -> Scl:
     try:
-        scl = load_scl(path)
+        scl = load_scl(path, ied)
     except SclError as exc:
         raise CommandError(str(exc)) from exc
     for f in scl.findings:
@@ -110,12 +111,12 @@ def config_text(scl: Scl, ied: str | None, source: Path) -> str:
 
 
 def run_config(args: argparse.Namespace) -> int:
-    scl = read(args.file)
+    scl = read(args.file, args.ied)
     text = config_text(scl, args.ied, args.file)
     if args.out is None:
         sys.stdout.write(text)
         return 0
-    args.out.write_text(text)
+    write_new(args.out, text)
     # the file just written must load as it is: check it the way every command will
     from controller.config.bay import ControllerConfig
     from controller.config.load import load_config

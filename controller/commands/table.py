@@ -226,6 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     start_ns = events[0][0] if events else 0
     _, resumed_at = runner.resume_or_start(table, mid, start_ns)
     printed = journal.seq if resumed_at is not None else 0
+    seq_at_start = printed
     rejected = 0
 
     def emit(force: bool, now_ns: int) -> None:
@@ -259,6 +260,16 @@ def cmd_run(args: argparse.Namespace) -> int:
         runner.advance(end_ns)
     emit(True, end_ns)
     journal.close()
+    if resumed_at is not None and printed == seq_at_start and resumed_at >= len(events) - 1:
+        # a resumed journal that already holds every event: say so rather than print nothing
+        log.info(
+            "%s: every event of %s is in this journal already (machine %s in state %s): "
+            "nothing left to run (another --journal starts over)",
+            args.journal,
+            args.events,
+            mid,
+            runner.machines[mid].state,
+        )
     if rejected:
         print(f"{rejected} event(s) rejected", file=sys.stderr)
     return EXIT_OK

@@ -24,3 +24,9 @@ class AgentCfg(Cfg):
         ge=0,
         description="ended sessions kept in memory for status/list (history: the journal)",
     )
+    resume_max_age_s: float = Field(
+        default=30,
+        gt=0,
+        description="after a restart, a session's first device command is refused "
+        "(controller_restarted) if its step began longer ago than this",
+    )

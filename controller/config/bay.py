@@ -21,6 +21,7 @@ from controller.config.base import Cfg
 from controller.config.control import ControlCfg
 from controller.config.goose import GooseConfig
 from controller.config.link import DeviceLimits
+from controller.config.uplink import UplinkCfg
 from controller.engine.resources import shipped
 
 #: The logic's tables (a config's `logic.table` defaults to the bay table there).
@@ -143,6 +144,8 @@ class ControllerConfig(Cfg):
     control: ControlCfg = Field(default_factory=ControlCfg)
     #: the agent's sessions: confirmation expiry, how many may be open
     agent: AgentCfg = Field(default_factory=AgentCfg)
+    #: where `goosectl uplink` sends this bay (a process of its own, not the controller's)
+    uplink: UplinkCfg = Field(default_factory=UplinkCfg)
 
     @model_validator(mode="after")
     def _references(self) -> ControllerConfig:

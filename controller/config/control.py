@@ -27,6 +27,11 @@ class ControlCfg(Cfg):
         description="a group whose members may use the socket too (mode 0660); "
         "default: only the controller's own user and root",
     )
+    supervisor_group: str | None = Field(
+        default=None,
+        description="a group whose members may confirm any session; default: a session "
+        "is confirmed only by the uid that started it",
+    )
     max_clients: int = Field(default=64, ge=1, description="connections open at once")
     idle_timeout_s: float = Field(default=120, gt=0, description="a silent client is closed")
     max_line_bytes: int = Field(default=16384, ge=256, description="one request line")

@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from controller.config.base import Cfg
+from controller.config.prp import PrpCfg
 from protocols.ethernet.mac import MacError, parse_mac
 from protocols.ethernet.ring import RingSpec, RingSpecError
 
@@ -80,6 +81,26 @@ class ABCfg(Cfg):
     vlan_b: int | None = None
 
 
+class RgooseCfg(Cfg):
+    """R-GOOSE for a subscription (docs/security-62351-6.md): its SPDUs are received on UDP
+    besides raw Ethernet, into the same stream, gates and policy."""
+
+    # a multicast group to join, or a unicast address of this host to bind
+    address: str
+    port: int = Field(default=102, ge=1, le=65535)
+    # the IPv4 address of the interface to join the group on ("" = the kernel's choice)
+    iface: str = ""
+
+    @field_validator("address", "iface")
+    @classmethod
+    def _ipv4(cls, v: str) -> str:
+        if v:
+            parts = v.split(".")
+            if len(parts) != 4 or not all(p.isdigit() and int(p) <= 255 for p in parts):
+                raise ValueError(f"{v!r} is not an IPv4 address")
+        return v
+
+
 class SubscriptionCfg(Cfg):
     name: str | None = None
     gocb_ref: str
@@ -98,11 +119,24 @@ class SubscriptionCfg(Cfg):
     # the publisher's source MAC; without it the first one seen is expected (a frame of the
     # same stream from another source is a `foreign_source` anomaly, never data)
     src: bytes | None = None
+    # IEC 62351-6 (docs/security-62351-6.md): off, optional (signed frames must verify) or
+    # required (only verified frames reach the stream); an SCL's securityEnable sets it
+    auth: Literal["off", "optional", "required"] = "off"
+    # R-GOOSE: also receive this stream's SPDUs over UDP (`run`)
+    rgoose: RgooseCfg | None = None
 
     _num = field_validator("appid", "vlan", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
     _src = field_validator("src", mode="before")(_mac_or_none)
     _members = field_validator("members", mode="before")(_members)
+
+    @model_validator(mode="after")
+    def _auth_key(self) -> SubscriptionCfg:
+        # the gate finds a frame's policy by its gocbRef TLV read with a one-octet length;
+        # a longer gocbRef would miss its policy (and fail open): refused here instead
+        if self.auth != "off" and len(self.gocb_ref.encode()) > 127:
+            raise ValueError("auth needs a gocb_ref of at most 127 octets")
+        return self
 
     @property
     def key(self) -> tuple[bytes, int, str]:
@@ -143,6 +177,10 @@ class PublisherCfg(Cfg):
         default=20, ge=1, description="new states (stNum) per change_window_ms at most"
     )
     change_window_ms: float = Field(default=1000.0, gt=0)
+    # IEC 62351-6: `sign` signs every frame (retransmissions too) with the key `key_id`
+    # of the key file, or with its successor in force (docs/security-62351-6.md)
+    auth: Literal["off", "sign"] = "off"
+    key_id: int | None = Field(default=None, ge=1, le=0xFFFFFFFF)
 
     _num = field_validator("appid", mode="before")(_int_any)
     _dst = field_validator("dst", mode="before")(_mac)
@@ -153,6 +191,8 @@ class PublisherCfg(Cfg):
     def _times(self) -> PublisherCfg:
         if self.max_time_ms < self.min_time_ms:
             raise ValueError("max_time_ms must be >= min_time_ms")
+        if self.auth == "sign" and self.key_id is None:
+            raise ValueError("auth: sign needs a key_id (of the key file, goose.keys)")
         return self
 
 
@@ -223,6 +263,11 @@ class GooseConfig(Cfg):
     interface_b: str | None = None
     rx_ring: RxRingCfg = Field(default_factory=RxRingCfg)
     receive: ReceiveCfg = Field(default_factory=ReceiveCfg)
+    prp: PrpCfg = Field(
+        default_factory=PrpCfg,
+        description="PRP (IEC 62439-3): off, native (goosectl is the LRE on interface_a and "
+        "interface_b) or kernel (interface_a is the kernel's PRP device); see docs/prp.md",
+    )
     subscriptions: list[SubscriptionCfg] = Field(default_factory=list)
     publishers: list[PublisherCfg] = Field(default_factory=list)
     max_streams: int = Field(
@@ -231,6 +276,10 @@ class GooseConfig(Cfg):
         description="observer mode (no subscriptions): streams supervised at most; beyond, "
         "the one idle longest is forgotten (counted: evicted)",
     )
+    # the key file of IEC 62351-6 signing and verifying (controller/config/keys.py), and
+    # how Reserved1/Reserved2 announce the extension (protocols/goose/security.PROFILES)
+    keys: str | None = None
+    auth_profile: Literal["length-crc", "flag-length"] = "length-crc"
 
     @model_validator(mode="after")
     def _unique(self) -> GooseConfig:

@@ -22,6 +22,7 @@ from controller.config.load import load_config
 from controller.engine import Journal
 from controller.errors import CommandError
 from controller.report.bay_report import Timeline, percentiles, report_block
+from protocols.files import write_new
 
 IFACE = "net0"
 #: (seconds after start, what, value): the substation's side of the script
@@ -123,7 +124,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
     from lab.netns import NetLab
 
     folder = args.out or Path(tempfile.mkdtemp(prefix="goosectl-demo-live-"))
-    folder.mkdir(parents=True, exist_ok=True)
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     cfg = load_config(
         args.config if args.config else DEFAULT_CONFIG, ControllerConfig, getattr(args, "ied", None)
     )
@@ -174,7 +175,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
         f"final bay state: {bay.bay.state}; journal {folder / 'journal.sqlite'}",
     ]
     text = "\n".join(lines)
-    (folder / "report.txt").write_text(text + "\n")
+    write_new(folder / "report.txt", text + "\n")
     print(text)
     return 0
 

@@ -23,7 +23,7 @@ from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
-from controller.demo.scenario import S, Scenario, build
+from controller.demo.scenario import PROT, S, Scenario, build
 from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.engine.resources import shipped
@@ -32,6 +32,7 @@ from controller.replay.bay_replay import Action, BayReplay
 from controller.report.bay_report import Timeline, percentiles, report_block
 from controller.shell.journal_clock import anchor as anchor_clock
 from firmware_sim.core import Firmware
+from protocols.files import write_new
 
 Progress = Callable[[float, str], None]
 PROCEDURES = shipped("controller.agent", "procedures")
@@ -61,6 +62,18 @@ def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
     return pty_wire(endpoint, fw, t0)
 
 
+def require_signed_trip(cfg: ControllerConfig, scn: Scenario) -> ControllerConfig:
+    """A signed scenario's protection stream is subscribed `auth: required` (IEC 62351-6),
+    so the forged trips of its script are refused; an unsigned one leaves the config."""
+    if scn.keys is None:
+        return cfg
+    subs = [
+        s.model_copy(update={"auth": "required"}) if s.gocb_ref == PROT else s
+        for s in cfg.goose.subscriptions
+    ]
+    return cfg.model_copy(update={"goose": cfg.goose.model_copy(update={"subscriptions": subs})})
+
+
 def demo_operator(host: AgentBay, timeline: Timeline):
     """The demo's operator: confirms every step the agent asks about, and notes what the
     agent says in the timeline."""
@@ -86,12 +99,16 @@ def run_demo(
     serve_s: float | None = None,
     control: Path | None = None,
     ied: str | None = None,
+    real_speed: bool = False,
+    on_serving: Callable[[Path], None] | None = None,
 ) -> DemoResult:
     """`serve_s`: after the scenario, keep the controller running (virtual time then
     follows the wall clock) and serve `goosectl agent` on the control socket for that many
-    seconds (0: until interrupted)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    scn = scenario or build()
+    seconds (0: until interrupted). `real_speed`: play the scenario itself at the wall
+    clock's pace with the control socket served throughout (`demo --web`: a page watches
+    it happen); `on_serving` is told the socket's path once it listens."""
+    folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+    scn = scenario or build(signed=True)
     files = {
         "scenario": folder / "scenario.pcap",
         "output": folder / "output.pcap",
@@ -99,14 +116,14 @@ def run_demo(
         "report": folder / "report.txt",
     }
     scn.write_pcap(files["scenario"])
-    cfg = load_config(config, ControllerConfig, ied)
+    cfg = require_signed_trip(load_config(config, ControllerConfig, ied), scn)
     t0 = scn.frames[0][0]
     files["agent"] = folder / "agent.sqlite"
     for j in (files["journal"], files["agent"]):
         for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
             p.unlink(missing_ok=True)
     journal = Journal(files["journal"], durability="group")
-    bay = BayController(cfg, t0, journal)
+    bay = BayController(cfg, t0, journal, scn.keys)
     agent_journal = Journal(files["agent"], durability="step")
     for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
         anchor_clock(jr, "virtual")
@@ -137,12 +154,29 @@ def run_demo(
         + [(t, run_procedure(name, params)) for t, name, params in scn.agent]
         + [(t, set_mode(mode)) for t, mode in scn.modes]
     )
+    serving = Serving(host, replay.wire, control, replay.actuating_ns) if real_speed else None
     try:
+        if serving is not None:
+            if on_serving is not None:
+                on_serving(serving.server.path)
+            replay.pace = serving.until
         replay.run(scn.frames, actions, scn.end_ns)
         if serve_s is not None:
             replay.after_step = None  # the scripted operator leaves: a person confirms now
-            serve(host, replay.wire, control, serve_s, progress)
+            if serving is None:
+                serving = Serving(host, replay.wire, control, replay.actuating_ns)
+                if on_serving is not None:
+                    on_serving(serving.server.path)
+            if progress is not None:
+                progress(
+                    1.0,
+                    f"serving `goosectl agent --control {serving.server.path}` "
+                    f"{'until Ctrl-C' if not serve_s else f'for {serve_s:g} s'}",
+                )
+            serving.run(serve_s)
     finally:
+        if serving is not None:
+            serving.close()
         replay.close()
         close_wire()
         journal.close()
@@ -164,51 +198,97 @@ def run_demo(
         files=files,
         lgos=bay.hub.lgos(),
     )
-    files["report"].write_text("\n".join(report_lines(result)) + "\n")
+    write_new(files["report"], "\n".join(report_lines(result)) + "\n")
     return result
 
 
-def serve(
-    host: AgentBay, wire, control: Path | None, seconds: float, progress: Progress | None
-) -> None:
-    """Answer the control socket while virtual time follows the wall clock."""
-    import selectors
-    import signal
-    import time
+class Serving:
+    """The control socket answered while virtual time follows the wall clock: after the
+    scenario (`run`), or during it (`until`, the replay's pace at real speed). Ctrl-C and
+    SIGTERM end it between two rounds: a KeyboardInterrupt raised in the middle of a
+    machine's step (or of the journal's hand-off) could leave either half done; the rest of
+    the scenario then runs at once."""
 
-    from controller.shell.control import ControlServer, controller_ops, default_path
+    def __init__(
+        self, host: AgentBay, wire, control: Path | None, trips: list[int] | None = None
+    ) -> None:
+        """`trips`: the scenario's trip and close latencies, for `status --json` (the
+        page's histogram), as `run` gives its own."""
+        import selectors
+        import signal
+        import time
 
-    sel = selectors.DefaultSelector()
-    handler = controller_ops(host.bay, host.handle)
-    server = ControlServer(control or default_path(), handler, clock=lambda: wire.now_ns)
-    server.attach(
-        lambda fd, cb: sel.register(fd, selectors.EVENT_READ, cb), lambda fd: sel.unregister(fd)
-    )
-    if progress is not None:
-        progress(
-            1.0,
-            f"serving `goosectl agent --control {server.path}` "
-            f"{'until Ctrl-C' if not seconds else f'for {seconds:g} s'}",
+        from controller.shell.control import ControlServer, controller_ops, default_path
+
+        self.wire = wire
+        #: committed as time passes, as `run`'s loop does, so a reader (the page) sees rows
+        self.journal = host.bay.runner.journal
+        self.sel = selectors.DefaultSelector()
+        handler = controller_ops(
+            host.bay,
+            host.handle,
+            None if trips is None else lambda: {"trip_latency_ns": trips[-256:]},
         )
-    start_wall, start_virtual = time.monotonic_ns(), wire.now_ns
-    end = None if not seconds else start_wall + int(seconds * 1e9)
-    # Ctrl-C and SIGTERM end the loop between two rounds: a KeyboardInterrupt raised in the
-    # middle of a machine's step (or of the journal's hand-off) could leave either half done
-    stop: list[int] = []
-    previous = {
-        sig: signal.signal(sig, lambda signum, _frame: stop.append(signum))
-        for sig in (signal.SIGINT, signal.SIGTERM)
-    }
-    try:
-        while not stop and (end is None or time.monotonic_ns() < end):
-            for key, _ in sel.select(0.01):
+        self.server = ControlServer(control or default_path(), handler, clock=lambda: wire.now_ns)
+        self.server.attach(
+            lambda fd, cb: self.sel.register(fd, selectors.EVENT_READ, cb),
+            lambda fd: self.sel.unregister(fd),
+        )
+        self.stop: list[int] = []
+        self.previous = {
+            sig: signal.signal(sig, lambda signum, _frame: self.stop.append(signum))
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        self._wall0 = time.monotonic_ns()
+        self._virtual0: int | None = None
+
+    def _round(self, timeout_s: float) -> None:
+        import time
+
+        for key, _ in self.sel.select(timeout_s):
+            key.data()
+        if self._virtual0 is None:
+            self._wall0, self._virtual0 = time.monotonic_ns(), self.wire.now_ns
+        now = self._virtual0 + time.monotonic_ns() - self._wall0
+        self.wire.run_until(now)
+        self._flush(now)
+
+    def _flush(self, now_ns: int) -> None:
+        if self.journal is not None:
+            self.journal.maybe_flush(now_ns)
+
+    def until(self, virtual_ns: int) -> None:
+        """Serve until the wall clock reaches `virtual_ns` on the scenario's time line."""
+        import time
+
+        if self._virtual0 is None:
+            self._wall0, self._virtual0 = time.monotonic_ns(), virtual_ns
+        while not self.stop:
+            left = virtual_ns - (self._virtual0 + time.monotonic_ns() - self._wall0)
+            if left <= 0:
+                return
+            for key, _ in self.sel.select(min(left / 1e9, 0.01)):
                 key.data()
-            wire.run_until(start_virtual + time.monotonic_ns() - start_wall)
-    finally:
-        for sig, before in previous.items():
+            now = min(virtual_ns, self._virtual0 + time.monotonic_ns() - self._wall0)
+            self.wire.run_until(now)
+            self._flush(now)
+
+    def run(self, seconds: float) -> None:
+        """Serve for `seconds` (0: until Ctrl-C or SIGTERM)."""
+        import time
+
+        self._virtual0 = None  # virtual time goes on from where the scenario left it
+        end = None if not seconds else time.monotonic_ns() + int(seconds * 1e9)
+        while not self.stop and (end is None or time.monotonic_ns() < end):
+            self._round(0.01)
+
+    def close(self) -> None:
+        import signal
+
+        for sig, before in self.previous.items():
             signal.signal(sig, before)
-        server.close()
-        sel.close()
+        self.server.close()
+        self.sel.close()
 
 
 def report_lines(r: DemoResult) -> list[str]:

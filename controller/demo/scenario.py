@@ -26,6 +26,15 @@ copy of the protection stream for a moment. The script:
   15.0 s  protection trip                      -> TRIP, no open: breaker failure after
                                                   150 ms, RBRF published, re-trip
   16.0 s  operator runs `isolate bay=1` (agent)
+
+With `signed=True` (what `goosectl demo` runs) the protection IED signs its stream
+(IEC 62351-6, the demo's built-in key) and the controller requires it; three attacks on
+the trip follow, none acted on (the forgeries refused on the timeline, the replay absorbed
+by the A/B merge as a duplicate of a frame it has seen):
+
+  17.0 s  a forged trip: the stream's addresses, confRev, the next stNum, no MAC
+  17.5 s  a forged trip signed with a key id the forger guessed, the wrong secret
+  18.0 s  a replayed genuine trip: the signed 15.0 s trip frame, sent again
 """
 
 from __future__ import annotations
@@ -34,11 +43,22 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from controller.config.goose import GooseConfig
+from controller.config.keys import Key, KeyFile
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
 from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import BitString, Boolean, Quality, parse_header
+from protocols.goose import (
+    BitString,
+    Boolean,
+    GooseFrame,
+    Quality,
+    UtcTime,
+    decode_frame,
+    parse_header,
+)
+from protocols.goose.frame import encode_frame
 from protocols.goose.header import S_BIT
+from protocols.goose.security import ALGORITHMS, DEFAULT_PROFILE, PROFILES, MacKey, parse, sign
 
 S = 1_000_000_000
 MS = 1_000_000
@@ -128,6 +148,18 @@ def test_set_config() -> GooseConfig:
     )
 
 
+#: The demo's key: public (it is in the source), so it authenticates nothing outside the demo.
+DEMO_KEY_ID = 7
+DEMO_SECRET = bytes.fromhex("676f6f736563746c2064656d6f206b6579206e6f742061207365637265742121")
+
+
+def demo_keys() -> KeyFile:
+    """The demo's key file, in memory: one HMAC-SHA256-128 key valid around the scenario."""
+    key = MacKey(DEMO_KEY_ID, ALGORITHMS["hmac-sha256-128"], DEMO_SECRET)
+    day = 86_400 * S
+    return KeyFile("demo (built in)", {DEMO_KEY_ID: Key(key, EPOCH - day, EPOCH + day)}, 60 * S)
+
+
 @dataclass
 class Scenario:
     frames: list[tuple[int, bytes]] = field(default_factory=list)  # (utc ns, bytes)
@@ -138,6 +170,8 @@ class Scenario:
     modes: list[tuple[int, str]] = field(default_factory=list)
     script: list[tuple[int, str]] = field(default_factory=list)
     end_ns: int = 0
+    #: the keys the protection stream is signed with (None: an unsigned scenario)
+    keys: KeyFile | None = None
 
     def write_pcap(self, path) -> int:
         with PcapWriter(path) as w:
@@ -146,14 +180,26 @@ class Scenario:
         return len(self.frames)
 
 
-def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
-    """Frames of every publisher over `duration_s` seconds of virtual time."""
+def build(duration_s: float = 20.0, outage=(8.0, 11.0), signed: bool = False) -> Scenario:
+    """Frames of every publisher over `duration_s` seconds of virtual time; `signed`: the
+    protection stream signed and the three attacks on it (module docstring)."""
     cfg = publishers_config()
-    cfg = GooseConfig(publishers=[*cfg.publishers, *test_set_config().publishers])
-    hub = GooseHub(cfg)
+    pubs = [*cfg.publishers, *test_set_config().publishers]
+    keys = demo_keys() if signed else None
+    if signed:
+        pubs = [
+            p.model_copy(update={"auth": "sign", "key_id": DEMO_KEY_ID})
+            if p.name in ("prot-A", "prot-B", "prot-sim")
+            else p
+            for p in pubs
+        ]
+    hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
     # two publishers share the protection gocbRef (A and B copies): key them by name
     by_name = {p.cfg.name: p for p in hub.publishers.values()}
-    scn = Scenario(end_ns=EPOCH + int(duration_s * S))
+    scn = Scenario(end_ns=EPOCH + int(duration_s * S), keys=keys)
+    #: the last frame network A carried of the protection stream, and its genuine trips
+    last_prot: list[bytes] = []
+    trips: dict[float, bytes] = {}
     a_out = (EPOCH + int(outage[0] * S), EPOCH + int(outage[1] * S))
 
     sim_on = (EPOCH + int(SIM_WINDOW[0] * S), EPOCH + int(SIM_WINDOW[1] * S))
@@ -168,6 +214,8 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
             return  # the test set is plugged in only for a moment
         if e.gocb_ref == CILO and cilo_off[0] <= t < cilo_off[1]:
             return  # bay 2's link is down
+        if e.gocb_ref == PROT and vlan is not None and vlan.id == VLAN_A and not hdr.simulation:
+            last_prot[:] = [e.data]
         scn.frames.append((t, e.data))
 
     def emit(effects, t: int) -> None:
@@ -227,6 +275,24 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
         (15.5, "", lambda t: _trip(publish, False, q, t)),
         (16.0, "operator runs `isolate bay=1` (agent)", ("agent", "isolate", {"bay": 1})),
     ]
+    if signed:
+
+        def keep_trip(t: int) -> None:  # the genuine 15.0 s trip, as an attacker records it
+            trips[15.0] = last_prot[0]
+
+        def inject(make):
+            return lambda t: scn.frames.append((t, make(t)))
+
+        actions += [
+            (15.0, "", keep_trip),
+            (17.0, "forged trip: right addresses, next stNum, no MAC", inject(
+                lambda t: _forged(last_prot[0], t, None))),
+            (17.5, "forged trip signed with a guessed key id, wrong secret", inject(
+                lambda t: _forged(last_prot[0], t, MacKey(
+                    DEMO_KEY_ID, ALGORITHMS["hmac-sha256-128"], bytes(32))))),
+            (18.0, "replayed genuine trip (the 15.0 s frame again)", inject(
+                lambda t: trips[15.0])),
+        ]  # fmt: skip
     emit(hub.start(EPOCH, EPOCH), EPOCH)
     actions.sort(key=lambda a: a[0])  # stable: same-time actions keep their order
     for at, text, act in actions:
@@ -245,6 +311,24 @@ def build(duration_s: float = 20.0, outage=(8.0, 11.0)) -> Scenario:
     _run_until(hub, scn.end_ns, emit)
     scn.frames.sort(key=lambda f: f[0])
     return scn
+
+
+def _forged(genuine: bytes, t: int, key: MacKey | None) -> bytes:
+    """What a forger makes of a captured frame of the protection stream: the same header,
+    the next stNum, the trip member set, a fresh `t`; signed with `key` if given."""
+    profile = PROFILES[DEFAULT_PROFILE]
+    ext = parse(genuine, profile)
+    f = decode_frame(ext.unsigned if ext is not None else genuine)
+    fields = {name: getattr(f, name) for name in GooseFrame.__dataclass_fields__}
+    fields.update(
+        st_num=f.st_num + 1,
+        sq_num=0,
+        all_data=(Boolean(True), *f.all_data[1:]),
+        t=UtcTime.from_ns(t, f.t.quality),
+        trailer=b"",
+    )
+    raw = encode_frame(GooseFrame(**fields))
+    return raw if key is None else sign(raw, key, profile)
 
 
 def _trip(publish, value: bool, q: BitString, t: int) -> None:

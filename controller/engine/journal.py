@@ -43,7 +43,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import os
 import sqlite3
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -66,7 +68,8 @@ CREATE TABLE IF NOT EXISTS journal (
     effects TEXT NOT NULL,
     table_name TEXT NOT NULL,
     version TEXT NOT NULL,
-    input INTEGER
+    input INTEGER,
+    hash TEXT
 );
 CREATE TABLE IF NOT EXISTS meta (
     key TEXT PRIMARY KEY,
@@ -92,6 +95,7 @@ COLUMNS = (
     "table",
     "version",
     "input",
+    "hash",
 )
 
 #: The machine name of the journal's own rows (rows lost, I/O errors and recoveries).
@@ -99,6 +103,11 @@ SELF = "journal"
 
 #: The meta key naming the goosectl version that last opened the journal for writing.
 SOFTWARE_KEY = "journal.software"
+
+#: Meta keys of the hash chain: how rows are chained (and from which seq on), and the last
+#: row committed (seq, hash), written in the same transaction as that row.
+CHAIN_KEY = "journal.chain"
+HEAD_KEY = "journal.head"
 
 #: A journal row as recorded: (seq, time ns, machine, event, source, target, the step's
 #: effects (a digest when committed) or the journal's own detail text, table, version, input)
@@ -116,6 +125,30 @@ def effects_digest(effects: Sequence[Effect] | str) -> str:
     if not effects:
         return "-"
     return hashlib.blake2b(repr(effects).encode(), digest_size=8).hexdigest()
+
+
+def chain_mac(key: bytes | None) -> Any:
+    """The hash every row's link starts from (copied per row, so its set-up is paid once):
+    BLAKE2b-128, in its keyed mode (a MAC) when `key` is given."""
+    return hashlib.blake2b(digest_size=16, key=key or b"")
+
+
+def row_hash(prev: str, row: tuple[Any, ...], mac: Any) -> str:
+    """The chain link of a committed row: BLAKE2b-128 over the previous row's hash (32
+    hex digits, "" for the first row) and this row's columns (seq .. input, effects as
+    committed), from `chain_mac`. With a key it is a MAC: nobody without the key can
+    write a row, or rewrite the rows after a change, that verifies. Without a key the
+    chain still shows any change or deletion to whoever did not recompute every hash after
+    it. The columns' repr is the encoding: unambiguous for str, int and None, and the same
+    on every run (a replay's journal is byte for byte the same)."""
+    m = mac.copy()
+    m.update((prev + repr(row)).encode())
+    return str(m.hexdigest())
+
+
+class JournalRefused(Exception):
+    """A journal file goosectl will not use: not a journal (malformed, not SQLite), or not
+    a file of ours to write (a link, someone else's). The message names the file."""
 
 
 class JournalIOError(Exception):
@@ -188,10 +221,38 @@ def connect(path: str, durability: Durability) -> sqlite3.Connection:
             sync = "FULL" if durability in ("sync", "step") else "NORMAL"
             db.execute(f"PRAGMA synchronous={sync}")
         db.executescript(SCHEMA)
+        if "hash" not in {r[1] for r in db.execute("PRAGMA table_info(journal)")}:
+            # a file of an older goosectl: its rows stay unchained, new ones are chained
+            db.execute("ALTER TABLE journal ADD COLUMN hash TEXT")
     except BaseException:
         db.close()
         raise
     return db
+
+
+def claim_files(path: str) -> None:
+    """Open the journal's file ourselves, never through a link, before SQLite does (it
+    follows links): created if missing; a symbolic link (a dangling one too: root must not
+    create its target), a file of another user or one with other hard links is refused
+    with `JournalRefused` naming it. Its `-wal` and `-shm`, if there, must be plain files
+    of ours as well; SQLite creates them when missing (a link planted there later, in a
+    sticky folder like /tmp, is one the kernel does not follow: protected_symlinks)."""
+    from protocols.files import UnsafeFile, own_file, refusal
+
+    try:
+        os.close(own_file(path))
+    except UnsafeFile as exc:
+        raise JournalRefused(f"journal {path}: {exc.strerror}") from None
+    except OSError:
+        return  # a full disk, a read-only folder: SQLite says what it needs, and where
+    for name in (path + "-wal", path + "-shm"):
+        try:
+            st = os.lstat(name)
+        except OSError:
+            continue
+        why = "is a symbolic link" if stat.S_ISLNK(st.st_mode) else refusal(st)
+        if why is not None:
+            raise JournalRefused(f"journal {path}: {name} {why}: refusing it")
 
 
 def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3.Connection:
@@ -214,10 +275,12 @@ def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3
             if name not in ("journal", "meta", "checkpoint"):
                 mem.execute(sql)
             tail = f" ORDER BY seq DESC LIMIT {keep_rows}" if name == "journal" else ""
-            rows = src.execute(f'SELECT * FROM "{name}"{tail}').fetchall()
+            cur = src.execute(f'SELECT * FROM "{name}"{tail}')
+            rows = cur.fetchall()
             if rows:
+                cols = ",".join(f'"{d[0]}"' for d in cur.description)
                 marks = ",".join("?" * len(rows[0]))
-                mem.executemany(f'INSERT INTO "{name}" VALUES ({marks})', rows)
+                mem.executemany(f'INSERT INTO "{name}" ({cols}) VALUES ({marks})', rows)
     except sqlite3.Error as err:
         mem.close()
         raise JournalIOError(path, err, 0, f"cannot be read either (opening: {exc})") from exc
@@ -227,16 +290,106 @@ def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3
 
 
 class JournalStore:
-    """The write side: turns batches into rows and commits them, one transaction each."""
+    """The write side: turns batches into rows and commits them, one transaction each.
 
-    def __init__(self, db: sqlite3.Connection, path: str) -> None:
+    Every row carries its link of the hash chain (`row_hash`). Opening, the store compares
+    the file's last row with `journal.head` (rows cut while no controller ran); before each
+    commit it asks SQLite whether another connection wrote (`data_version`) and looks at the
+    file (the same inode, not smaller), and if so compares the last row and verifies the
+    whole chain: a row deleted, rewritten or cut away is `tampered` (an alarm for the
+    shell) at the next commit. The chain then goes on from the store's own last row, so
+    the file keeps the break and `verify` finds the first bad row."""
+
+    def __init__(self, db: sqlite3.Connection, path: str, key: bytes | None = None) -> None:
         self.db = db
         self.path = path
+        self.key = key
+        self._mac = chain_mac(key)
+        #: why the file is not what this store committed (None while it is)
+        self.tampered: str | None = None
+        #: the last row this store committed (seq, hash): the next row is chained to it
+        self._head = self._tail()
+        #: the last row the file is expected to hold: ours, or what a change left there
+        self._seen = self._head
+        self._version = self._data_version()
+        #: (device, inode, size) of the file at the last look
+        self._ident: tuple[int, int, int] = (0, 0, 0)
+        self.settle()
+        #: set until the first chained commit: the seq the chain starts at goes into meta
+        self._chain_from: int | None = None
+        if db.execute("SELECT 1 FROM meta WHERE key = ?", (CHAIN_KEY,)).fetchone() is None:
+            self._chain_from = (self._head[0] if self._head else 0) + 1
+        head = db.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
+        if head is not None:  # changed while nobody ran: the end, at least, is cheap to see
+            want = json.loads(head[0])
+            if self._head != (want.get("seq"), want.get("hash")):
+                now = f"seq {self._head[0]}" if self._head else "no rows"
+                self.tampered = (
+                    f"journal {path}: changed while no controller ran (its last row is "
+                    f"{now}, the last one committed seq {want.get('seq')})"
+                )
+
+    def settle(self) -> None:
+        """Take the file as it is now (at the start, after our own retention, which may
+        shrink it): a file that is another one, or smaller, at the next commit was changed
+        by someone else. Our commits only grow it (WAL checkpoints write pages back)."""
+        if self.path == ":memory:":
+            return
+        with contextlib.suppress(OSError):
+            st = os.stat(self.path)
+            self._ident = (st.st_dev, st.st_ino, st.st_size)
+
+    def _tail(self) -> tuple[int, str] | None:
+        row = self.db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
+        return None if row is None else (int(row[0]), row[1] or "")
+
+    def _data_version(self) -> int:
+        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
+
+    def _check(self) -> None:
+        """Is the file still what we committed? Cheap while nobody else wrote to it (SQLite's
+        `data_version` and a stat: the same file, not smaller); when someone did, the last
+        row is compared with ours and the whole chain verified."""
+        version = self._data_version()
+        why = None
+        ident = self._ident
+        with contextlib.suppress(OSError):
+            st = os.stat(self.path)
+            ident = (st.st_dev, st.st_ino, st.st_size)
+        if ident[:2] != self._ident[:2]:
+            why = "the file was replaced by another one"
+        elif ident[2] < self._ident[2]:
+            why = f"the file was cut from {self._ident[2]} to {ident[2]} bytes"
+        elif version != self._version:
+            tail = self._tail()
+            if tail != self._seen:
+                was = f"seq {self._seen[0]}" if self._seen else "no rows"
+                now = f"seq {tail[0]}" if tail else "no rows"
+                why = f"its last row is {now}, this controller committed {was}"
+            else:
+                bad = verify(self.db, self.key)
+                if bad is not None:
+                    why = f"seq {bad[0]}: {bad[1]}"
+        self._version = version
+        self._ident = ident  # our commits only grow the file: the next check compares
+        if why is not None:
+            self.tampered = f"journal {self.path}: changed behind the controller ({why})"
+            # found once; the chain goes on from our own last row, so the file shows the
+            # break at the first row written after the change
+            self._seen = self._tail()
 
     def commit(self, batches: list[Batch]) -> None:
         """Commit the batches in one transaction, in order; JournalIOError if the disk says
         no (the transaction is rolled back, nothing of it is written)."""
-        rows = [(*r[:6], effects_digest(r[6]), *r[7:]) for b in batches for r in b.rows]
+        self._check()
+        key, mac = self.key, self._mac
+        prev = self._head[1] if self._head else ""
+        rows = []
+        for b in batches:
+            for r in b.rows:
+                row = (*r[:6], effects_digest(r[6]), *r[7:])
+                prev = row_hash(prev, row, mac)
+                rows.append((*row, prev))
         checkpoints = [
             (
                 mid,
@@ -249,10 +402,17 @@ class JournalStore:
             for mid, seq, pos, snapshot, timers in b.checkpoints
         ]
         meta = [kv for b in batches for kv in b.meta.items()]
+        head = self._head
+        if rows:
+            head = (int(rows[-1][0]), prev)
+            meta.append((HEAD_KEY, json.dumps({"seq": head[0], "hash": prev})))
+            if self._chain_from is not None:
+                mac = "keyed-blake2b-128" if key else "blake2b-128"
+                meta.append((CHAIN_KEY, json.dumps({"mac": mac, "from_seq": rows[0][0]})))
         db = self.db
         try:
             db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT INTO journal VALUES (?,?,?,?,?,?,?,?,?,?)", rows)
+            db.executemany("INSERT INTO journal VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
             db.executemany(
                 "INSERT INTO checkpoint VALUES (?,?,?,?,?) ON CONFLICT(machine) DO UPDATE SET "
                 "seq=excluded.seq, input=excluded.input, snapshot=excluded.snapshot, "
@@ -274,6 +434,9 @@ class JournalStore:
         except BaseException:
             self.rollback()
             raise
+        self._head = self._seen = head
+        if rows:
+            self._chain_from = None
 
     def rollback(self) -> None:
         if self.db.in_transaction:
@@ -289,13 +452,18 @@ class Journal:
         durability: Durability = "group",
         interval_ms: float = 5.0,
         batch: int = 4096,
+        key: bytes | None = None,
     ) -> None:
         if path is None:
             durability = "memory"
         self.durability: Durability = durability
         self.path = str(path) if path is not None else ":memory:"
+        #: the MAC key of the hash chain (None: an unkeyed chain), see `row_hash`
+        self.key = key
         #: the current I/O error (an alarm for the shell), None while the disk takes commits
         self.alarm: str | None = None
+        if self.path != ":memory:":
+            claim_files(self.path)
         try:
             self.db = connect(self.path, durability)
             self._writable = True
@@ -306,7 +474,15 @@ class Journal:
             self.db = read_only(self.path, exc)
             self._writable = False
             self.alarm = JournalIOError(self.path, exc, 0).detail
-        self.store = JournalStore(self.db, self.path)
+        except sqlite3.DatabaseError as exc:  # a damaged file: say which
+            if "not a database" in str(exc):
+                raise  # the command names the option that gave it (`--journal X: ...`)
+            raise JournalRefused(f"journal {self.path}: not a usable journal ({exc})") from None
+        try:
+            self.store = JournalStore(self.db, self.path, key)
+        except sqlite3.DatabaseError as exc:
+            self.db.close()
+            raise JournalRefused(f"journal {self.path}: not a usable journal ({exc})") from None
         self.interval_ns = int(interval_ms * 1_000_000)
         self.batch = batch
         self._pending: list[Row] = []
@@ -451,6 +627,7 @@ class Journal:
         try:
             self._ensure_writable()
             self.store.commit([batch])
+            self._tampered(self.store.tampered, now_ns)
         except JournalIOError as exc:
             self._give_back(batch)
             if self.alarm != exc.detail:
@@ -471,6 +648,13 @@ class Journal:
         if self.on_commit is not None:
             self.on_commit()
 
+    def _tampered(self, why: str | None, now_ns: int | None) -> None:
+        """A change behind our back, found at a commit: a `journal/tampered` row and the
+        alarm, which stays (the file cannot be trusted again until it is verified)."""
+        if why is not None and self.alarm != why:
+            self._note("tampered", "intact", "tampered", why, now_ns)
+            self.alarm = why
+
     def _ensure_writable(self) -> None:
         """After a start on a full disk: open the file for writing once the disk allows."""
         if self._writable:
@@ -481,7 +665,7 @@ class Journal:
             raise JournalIOError(self.path, exc, len(self._pending)) from exc
         self.db.close()
         self.db = db
-        self.store = JournalStore(db, self.path)
+        self.store = JournalStore(db, self.path, self.key)
         self._writable = True
         self._deferred_pragmas(db)
 
@@ -628,6 +812,62 @@ class Journal:
         """Committed rows with a sequence number above `seq` (no flush)."""
         for r in self.db.execute("SELECT * FROM journal WHERE seq > ? ORDER BY seq", (seq,)):
             yield dict(zip(COLUMNS, r, strict=True))
+
+
+def verify(db: sqlite3.Connection, key: bytes | None = None) -> tuple[int, str] | None:
+    """The first row that breaks the hash chain, as (seq, why), or None if it is intact.
+
+    The chain starts at `journal.chain`'s `from_seq` (rows before it were written before
+    goosectl chained rows) or, after retention deleted the oldest rows, at the first row
+    left (`journal.retention`'s `below_seq`), whose own hash is taken as it is. The last
+    row must be `journal.head`: rows truncated away at the end are found there."""
+    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+    if not {"journal", "meta"} <= names:
+        return (1, "no journal table (an empty or truncated file)")
+    if "hash" not in {r[1] for r in db.execute("PRAGMA table_info(journal)")}:
+        return (1, "rows without a hash chain (written by an older goosectl)")
+
+    def meta(k: str) -> dict[str, Any]:
+        row = db.execute("SELECT value FROM meta WHERE key = ?", (k,)).fetchone()
+        return json.loads(row[0]) if row else {}
+
+    chain, head, kept = meta(CHAIN_KEY), meta(HEAD_KEY), meta("journal.retention")
+    start = int(chain.get("from_seq", 1))
+    if not chain and head:
+        return (int(head["seq"]), "the chain's description (journal.chain) is missing")
+    trimmed = int(kept.get("below_seq", 0))
+    prev: str | None = None
+    last: int | None = None
+    mac = chain_mac(key)
+    sql = "SELECT * FROM journal WHERE seq >= ? ORDER BY seq"
+    for r in db.execute(sql, (start,)):
+        row, stored = tuple(r[:10]), r[10]
+        seq = int(row[0])
+        if prev is None:
+            if seq != start and not (trimmed and seq >= trimmed):
+                return (start, f"rows {start}-{seq - 1} are missing")
+            if seq == start:
+                prev = ""
+            else:  # the first row retention left: its link is where the chain resumes
+                prev = stored or ""
+                last = seq
+                continue
+        want = row_hash(prev, row, mac)
+        if stored != want:
+            why = "no hash" if not stored else "its hash does not follow the row before it"
+            return (seq, why + " (a row before it deleted, or this one changed)")
+        prev, last = want, seq
+    if head:
+        end = int(head["seq"])
+        if last is None:
+            return (start, f"no rows, where the journal's head says seq {end}")
+        if last < end:
+            return (last + 1, f"rows {last + 1}-{end} are missing (truncated)")
+        if last > end or prev != head.get("hash"):
+            return (end, "the last row is not the one the journal last committed")
+    elif last is not None:
+        return (last, "rows, but no journal.head: the journal's meta was changed")
+    return None
 
 
 def _json_default(obj: Any) -> Any:

@@ -15,6 +15,8 @@ the line, the limit and its value; nothing else escapes as an exception.
 from __future__ import annotations
 
 import json
+import os
+import stat
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -274,12 +276,20 @@ def _too_big(size: int, limits: LoaderLimits) -> _LimitError:
     )
 
 
-def read_text(path: Path, limits: LoaderLimits = DEFAULT_LIMITS) -> str:
+def read_text(
+    path: Path, limits: LoaderLimits = DEFAULT_LIMITS, *, regular_only: bool = False
+) -> str:
     """A document's text, reading at most `limits.max_bytes` (a FIFO or /dev/zero cannot
-    make this read forever); unreadable or non-UTF-8 files are a TableError."""
+    make this read forever); unreadable or non-UTF-8 files are a TableError.
+    `regular_only`: what a running loop reads (the procedures folder): only a regular
+    file, opened without blocking, so a FIFO there waits for no writer."""
     source = str(path)
+    flags = os.O_RDONLY | os.O_CLOEXEC | (os.O_NONBLOCK | os.O_NOCTTY if regular_only else 0)
     try:
-        with open(path, "rb") as fh:
+        with os.fdopen(os.open(path, flags), "rb") as fh:
+            if regular_only and not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                reason = "not a regular file: only regular files are read here"
+                raise TableError([Finding(source, None, path.name, reason, "io")])
             raw = fh.read(limits.max_bytes + 1)
     except OSError as exc:
         raise TableError(

@@ -43,6 +43,7 @@ SIMULATION: dict[tuple[bool, bool, bool], str | None] = {
 ERR_TEXT: dict[str, str] = {
     "none": "valid",
     "no_data": "no valid frame yet",
+    "never_received": "configured, and no frame of it received yet",
     "lost": "stream lost (timeAllowedToLive expired)",
     "confrev": "confRev differs from the expected one",
     "ndscom": "ndsCom TRUE: the publisher needs commissioning",

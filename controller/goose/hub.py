@@ -15,11 +15,20 @@ from collections.abc import Callable
 from typing import Any
 
 from controller.config.goose import GooseConfig
+from controller.config.keys import KeyFile
 from controller.engine import Journal, Scheduler
-from controller.goose.effects import FrameClassified, LgosChanged, StreamState, Transmit
+from controller.goose.auth import AuthGate, Signer
+from controller.goose.effects import (
+    FrameClassified,
+    LgosChanged,
+    SendFrame,
+    StreamState,
+    Transmit,
+)
 from controller.goose.publisher import Publisher, load_table
 from controller.goose.subscriber import SubscriberBank
 from protocols.goose import Vlan
+from protocols.goose.security import PROFILES
 
 Report = Callable[[Any], None]
 
@@ -31,7 +40,11 @@ class GooseHub:
         journal: Journal | None = None,
         runner: Scheduler | None = None,
         simulation: bool = False,
+        keys: KeyFile | None = None,
+        auth_default: str = "off",
     ) -> None:
+        """`keys`: the loaded key file (`goose.keys`); `auth_default`: the policy of frames
+        of no configured subscription (`listen --keys` reports every frame's verdict)."""
         config = config or GooseConfig()
         self.runner = runner or Scheduler(journal)
         self.out: list[Any] = []
@@ -51,20 +64,37 @@ class GooseHub:
             simulation=simulation,
             max_streams=config.max_streams,
             receive=config.receive,
+            auth=AuthGate(
+                self.runner, config.subscriptions, keys, config.auth_profile, auth_default
+            ),
         )
         self.publishers: dict[str, Publisher] = {}
         self.by_gocb: dict[str, Publisher] = {}
         self._pub_table = load_table()
+        #: UTC minus the loop's clock (`set_utc_offset`), for the keys' windows
+        self.utc_offset_ns = 0
+        #: publisher id -> its signer (publications with `auth: sign`)
+        self.signers: dict[str, Signer] = {}
         for cfg in config.publishers:
             pub = Publisher(cfg)
             self.publishers[pub.id] = pub
             self.by_gocb[cfg.gocb_ref] = pub
+            if cfg.auth == "sign" and cfg.key_id is not None:
+                profile = PROFILES[config.auth_profile]
+                self.signers[pub.id] = Signer(keys, cfg.key_id, profile)
         self._started = False
 
     # -- effect routing (by exact type, on the scheduler) ----------------------------------
 
     def _transmit(self, machine_id: str, e: Transmit, now_ns: int) -> None:
-        self.out.append(self.publishers[machine_id].frame(e))
+        frame = self.publishers[machine_id].frame(e)
+        signer = self.signers.get(machine_id) if self.signers else None
+        if signer is not None:
+            data = signer.sign(frame.data, now_ns + self.utc_offset_ns)
+            if data is None:
+                return  # no key in force: never an unsigned frame (counted by the signer)
+            frame = SendFrame(frame.gocb_ref, frame.sides, data)
+        self.out.append(frame)
 
     def _stream_state(self, machine_id: str, e: StreamState, now_ns: int) -> None:
         self.out.append(e)
@@ -108,6 +138,21 @@ class GooseHub:
             if not out:
                 return [hdr]
             out.append(hdr)
+        elif status == "auth_refused":
+            reason = hdr.reason if hdr is not None else "unsigned"
+            self.out.append(
+                FrameClassified(
+                    stream.id if stream is not None else "",
+                    side,
+                    "auth_refused",
+                    (reason,),
+                    "-",
+                    False,
+                    0,
+                    0,
+                    refused=f"auth_{reason}",
+                )
+            )
         elif status != "judged":
             foreign = status == "foreign_source"
             self.out.append(
@@ -131,6 +176,12 @@ class GooseHub:
         if pub is None:
             raise KeyError(f"no publisher for gocbRef {gocb_ref!r}")
         self.runner.feed(pub.id, "publish", now_ns, (tuple(values), utc_ns))
+        return self.drain()
+
+    def skip_states(self, gocb_ref: str, by: int, now_ns: int) -> list[Any]:
+        """The publisher's next new state jumps `by` stNums instead of one (a test set's
+        missed-state injection, `publish --stnum-jump`)."""
+        self.runner.feed(self.by_gocb[gocb_ref].id, "skip_states", now_ns, by)
         return self.drain()
 
     def set_simulation(self, on: bool, now_ns: int) -> list[Any]:
@@ -171,8 +222,33 @@ class GooseHub:
     def next_deadline(self) -> int | None:
         return self.runner.timers.next_deadline()
 
+    def set_keys(self, keys: KeyFile | None) -> None:
+        """A reloaded key file (SIGHUP, a control request): the next frame uses it."""
+        if self.bank.auth is not None:
+            self.bank.auth.set_keys(keys)
+        for signer in self.signers.values():
+            signer.keys = keys
+
+    def set_iv_prefix(self, prefix: bytes) -> None:
+        """Six random octets from the shell: the per-process part of every GMAC IV."""
+        for signer in self.signers.values():
+            signer.iv_prefix = prefix
+
+    def set_utc_offset(self, offset_ns: int) -> None:
+        """UTC minus the loop's clock, for the keys' windows (the shell reads both)."""
+        self.utc_offset_ns = offset_ns
+        if self.bank.auth is not None:
+            self.bank.auth.utc_offset_ns = offset_ns
+
     def counters(self) -> dict[str, Any]:
         c = self.bank.counters()
+        if self.bank.auth is not None:
+            c["auth"] = self.bank.auth.counters()
+        if self.signers:
+            c["signed"] = {
+                self.publishers[pid].cfg.gocb_ref: {"signed": s.signed, "no_key": s.unsigned}
+                for pid, s in self.signers.items()
+            }
         c["publishers"] = {
             p.cfg.gocb_ref: {k: self.runner.machines[p.id].ctx[k] for k in ("st", "sq")}
             | {"state": self.runner.machines[p.id].state}

@@ -26,6 +26,11 @@ def next_num(n: int) -> int:
     return 1 if n >= U32_MAX else n + 1
 
 
+def skip_num(n: int, by: int) -> int:
+    """`n` advanced `by` steps of `next_num` (1 .. 2**32-1, wrapping to 1)."""
+    return (n - 1 + by) % U32_MAX + 1 if by > 0 else n
+
+
 def active_sides(mode: str, up: dict) -> tuple[str, ...]:
     """The sides frames go out on: both -> every side that is up; A or B -> that side, or
     the other while it is down (failover; back automatically when it returns)."""
@@ -193,3 +198,10 @@ def side_down(ctx, ev):
 @REGISTRY.action
 def side_up(ctx, ev):
     return _side_change(ctx, ev.payload, True, f"link {ev.payload} up")
+
+
+@REGISTRY.action
+def skip_states(ctx, ev) -> list:
+    """A test set's stNum jump (`goosectl publish --stnum-jump N`): the next new state
+    carries the last stNum + N, so a subscriber sees N - 1 states missed."""
+    return [{"st": skip_num(ctx["st"], int(ev.payload) - 1)}]

@@ -41,6 +41,7 @@ from typing import Any
 from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from controller.engine import Scheduler, Table
 from controller.engine.resources import shipped
+from controller.goose.auth import AuthGate
 from controller.goose.classify import REARMS_TAL
 from controller.goose.effects import FrameClassified, LgosView, StreamState
 from controller.goose.fastpath import Facts, Memory, stream_key
@@ -150,12 +151,15 @@ class SubscriberBank:
         simulation: bool = False,
         max_streams: int = 10_000,
         receive: ReceiveCfg | None = None,
+        auth: AuthGate | None = None,
     ) -> None:
         self.runner = runner
         self.receive = receive or ReceiveCfg()
         #: the A/B merge of a stream not configured for it (None: one network); set when
         #: the shell receives on two networks, so the second copy of a frame is a duplicate
         self.default_ab: ABCfg | None = None
+        #: the IEC 62351-6 gate, None when no frame is to be checked (`auth.py`)
+        self.auth = auth if auth is not None and auth.active else None
         self.tables = tables or load_tables()
         self.subs = {s.key: s for s in (subscriptions or [])}
         #: the controller's simulation mode (LPHD.Sim); each LGOS machine holds its copy
@@ -188,13 +192,15 @@ class SubscriberBank:
         #: judged by its stream machine: the reference the fast path is tested against
         self.fast_path = True
 
-    def merge_sides(self) -> None:
+    def merge_sides(self, on: bool = True) -> None:
         """Frames arrive on two networks (`listen --iface-b`, `run` with interface B): every
         stream not configured for A/B is merged as `ab: {mode: merge}`, so the second copy
         of each frame is a duplicate whatever order the two sockets' batches come in. On
         one stream machine alone, A's n and n+1 before B's n made B's n `out_of_order`,
-        the machine followed it, and B's n+1 was a second `retransmission`."""
-        self.default_ab = ABCfg()
+        the machine followed it, and B's n+1 was a second `retransmission`. Off (`on`
+        false) where the networks are merged below GOOSE already (native PRP's duplicate
+        discard passes one copy: a GOOSE-level merge would call the other side lost)."""
+        self.default_ab = ABCfg() if on else None
 
     # -- frames -------------------------------------------------------------------------
 
@@ -221,7 +227,9 @@ class SubscriberBank:
         retransmission counted on the fast path; the second item is its `FrameClassified`),
         "malformed", "unmatched", "foreign_source" (another source MAC than the stream's),
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
-        preferred mode: supervised, not delivered)."""
+        preferred mode: supervised, not delivered), or "auth_refused" (the subscription's
+        authentication policy refused it before anything of its stream moved; the second
+        item is the gate's `Verdict`)."""
         key = stream_key(buf)
         if self.wanted is not None and key not in self.wanted:
             if not _whole_tlv(key):
@@ -230,6 +238,13 @@ class SubscriberBank:
                 return None, None, "malformed"
             self.unmatched += 1  # a flood of other streams costs this, never a parse
             return None, None, "unmatched"
+        auth = self.auth
+        if auth is not None:  # before anything of a stream moves (the gocbRef is unchanged)
+            checked = auth.check(buf, now_ns)
+            if checked is None:
+                skey = auth.last_policy.key
+                return self.streams.get(skey) if skey else None, auth.last, "auth_refused"
+            buf = checked
         stream = self.fast.get(key) if key is not None else None
         rep = None
         if stream is not None:
@@ -571,6 +586,8 @@ class SubscriberBank:
                 elif k != "foreign_source":
                     continue
                 refused[k] = refused.get(k, 0) + n
+        if self.auth is not None:
+            refused.update(self.auth.refused(parent.label))
         return LgosView(
             parent.id,
             parent.label,
@@ -588,7 +605,51 @@ class SubscriberBank:
         )
 
     def views(self) -> list[LgosView]:
-        return [self.view(s.id) for s in self.streams.values()]
+        """Every subscription's LGOS view: a configured one never received is listed too
+        (St false, `never_received`), the line that matters most when commissioning."""
+        out = [self.view(s.id) for s in self.streams.values()]
+        for key, sub in self.subs.items():
+            if key not in self.streams:
+                out.append(_never_received(sub))
+        return out
+
+    def rows(self, now_ns: int | None = None) -> list[dict[str, Any]]:
+        """One row per stream (real and simulated) as a tracker shows it: quality state,
+        active side, stNum, sqNum (the fast path's when newer), confRev, the announced TAL
+        and, given `now_ns`, the time it has left; counts by classification. For
+        `goosectl status --json` and the web page; never on the frame path."""
+        out = []
+        for s in self.streams.values():
+            for x in (s, s.sim):
+                if x is None:
+                    continue
+                m = self.runner.machines[x.id]
+                c = m.ctx
+                sq = c["sq"] if c["sq"] is not None and c["sq"] >= x.sq else x.sq
+                deadline = max(x.deadline, (c["rx_ns"] or 0) + c["tal_ns"]) if c["rx_ns"] else 0
+                out.append(
+                    {
+                        "stream": x.label,
+                        "id": x.id,
+                        "gocbRef": x.gocb_ref,
+                        "appid": x.appid,
+                        "simulated": x.is_sim,
+                        "state": m.state,
+                        "side": c["side"],
+                        "sides": {k: self.runner.machines[v].state for k, v in x.side_ids.items()},
+                        "stNum": c["st"],
+                        "sqNum": sq,
+                        "confRev": c["conf_rev"],
+                        "tal_ms": c["tal_ns"] // 1_000_000 if c["rx_ns"] else None,
+                        "tal_left_ms": (
+                            max(0, (deadline - now_ns) // 1_000_000)
+                            if now_ns is not None and deadline
+                            else None
+                        ),
+                        "counts": dict(sorted(x.counts.items())),
+                    }
+                )
+        return out
 
     def current_values(self, stream_id: str) -> tuple[str, tuple] | None:
         """(stream id, values) of the state that acts now, or None while the subscription
@@ -685,6 +746,24 @@ def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
     recent[pair] = side
     if len(recent) > AB_WINDOW:
         recent.popitem(last=False)
+
+
+def _never_received(sub: SubscriptionCfg) -> LgosView:
+    """The LGOS view of a configured subscription no frame has opened yet."""
+    return LgosView(
+        f"{sub.label}@{sub.appid:04x}/{format_mac(sub.dst)}",
+        sub.label,
+        sub.gocb_ref,
+        sub.appid,
+        False,
+        False,
+        None,
+        sub.conf_rev,
+        None,
+        "never_received",
+        False,
+        format_mac(sub.src) if sub.src is not None else None,
+    )
 
 
 def _filters_match(sub: SubscriptionCfg, hdr) -> bool:

@@ -13,7 +13,7 @@ from controller.engine.effects import Raise, StartTimer
 from controller.engine.registry import Registry
 from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from protocols.serial import messages as m
-from protocols.serial.sequence import seq_newer, seq_next
+from protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
 from protocols.serial.stream import frame
 
 REGISTRY = Registry("controller.link")
@@ -62,8 +62,9 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 @REGISTRY.action
 def enqueue(ctx, ev) -> dict:
     sub: Submit = ev.payload
+    updates: dict[str, Any]
     if sub.seq is not None:  # a reconciling re-send keeps its number; next_seq is untouched
-        seq, updates = sub.seq, {}
+        seq, updates = sub.seq, {"pinned": (*ctx["pinned"], sub.seq)}
     else:
         seq = ctx["next_seq"]
         updates = {"next_seq": seq_next(seq)}
@@ -80,7 +81,7 @@ def skip_seq(ctx, ev) -> dict:
 @REGISTRY.action
 def send_head(ctx, ev) -> list:
     head, rest = ctx["queue"][0], ctx["queue"][1:]
-    return [{"queue": rest, "pending": head, "tries": 0}, Transmit(head[3])]
+    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head[3])]
 
 
 def _answered_type(msg) -> int:
@@ -123,11 +124,14 @@ def wrong_answer(ctx, ev) -> list:
 
 
 def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
-    _seq, command, tag, _frame, _fields, origin = ctx["pending"]
-    out: list = [{"pending": None, "tries": 0}]
+    seq, command, tag, _frame, _fields, origin = ctx["pending"]
+    out: list = [{"pending": None, "tries": 0, "pinned": _unpinned(ctx, seq)}]
     if tag == "user":
         out.append(_out(outcome_kind, origin, command, reason, **data))
-    out.append(Signal("link", "response", (msg, origin, command, tag, reason)))
+    # a command sent more than once may be answered from the device's store (an older
+    # snapshot): the link must not read that snapshot as the device's present
+    repeat = ctx["tries"] > 0
+    out.append(Signal("link", "response", (msg, origin, command, tag, reason, repeat)))
     if ctx["queue"]:
         out.append(Raise("send_next"))
     return out
@@ -140,6 +144,57 @@ def settle(ctx, ev) -> list:
         return _settled(ctx, "cmd_ok", None, msg, {"result": msg.result.name.lower()})
     reason = msg.reason.name.lower()
     return _settled(ctx, "cmd_failed", reason, msg, {"detail": msg.detail})
+
+
+def _unpinned(ctx, seq: int) -> tuple:
+    return tuple(p for p in ctx["pinned"] if p != seq)
+
+
+@REGISTRY.guard
+def stale_pending(ctx, ev) -> bool:
+    """STALE_SEQUENCE for the command on the wire, which we numbered ourselves: the device
+    executed a newer seq than ours, so its counter is ahead of ours (SPEC 6.2). A number
+    the caller chose (a restarted controller's re-send) is the caller's to settle."""
+    msg, pending = ev.payload, ctx["pending"]
+    return (
+        isinstance(msg, m.Nack)
+        and msg.reason is m.NackReason.STALE_SEQUENCE
+        and answers_pending(ctx, ev)
+        and pending[0] not in ctx["pinned"]
+        and ctx["resequenced"] < ctx["max_resequence"]
+    )
+
+
+@REGISTRY.action
+def resequence(ctx, ev) -> list:
+    """Our counter is behind the device's newest (a controller that replaced another on a
+    device that kept running; a new state folder). A NACK never actuates, so nothing ran:
+    the device's newest is at most half the number space ahead of the refused seq, so our
+    counter moves half the space ahead of it, the same command goes again under the new
+    number at once, and what is queued behind it is renumbered after it (numbers the
+    caller chose stay). Outcomes keep the caller's number. Said once per jump
+    (`sequence_resync`), which the bay logs and journals."""
+    seq, command, tag, _frame, fields, origin = ctx["pending"]
+    new = (seq + HALF) & SEQ_MASK
+    pending = (new, command, tag, build(command, new, fields), fields, origin)
+    nxt, queue = seq_next(new), []
+    for entry in ctx["queue"]:
+        if entry[0] in ctx["pinned"]:
+            queue.append(entry)
+            continue
+        _s, c, t, _f, f, o = entry
+        queue.append((nxt, c, t, build(c, nxt, f), f, o))
+        nxt = seq_next(nxt)
+    updates = {
+        "pending": pending,
+        "queue": tuple(queue),
+        "next_seq": nxt,
+        "tries": 0,
+        "resequenced": ctx["resequenced"] + 1,
+        "resequences": 1,
+    }
+    event = _out("sequence_resync", origin, command, "stale_sequence", refused=seq, resent=new)
+    return [updates, Transmit(pending[3]), event]
 
 
 @REGISTRY.guard
@@ -171,7 +226,7 @@ def abandon_all(ctx, ev) -> list:
     (SPEC 6.4). For any other reason they fail with it (for the pending one that means:
     outcome unknown, it may or may not have run)."""
     reason = str(ev.payload)
-    out: list = [{"queue": (), "pending": None, "tries": 0}]
+    out: list = [{"queue": (), "pending": None, "tries": 0, "pinned": ()}]
     users = [e for e in _entries(ctx) if e[2] == "user"]
     if reason == "device_reset":
         if users:
@@ -342,7 +397,7 @@ def reboot_settled(ctx, ev) -> list:
 
 @REGISTRY.guard
 def completes_resync(ctx, ev) -> bool:
-    msg, _seq, _command, tag, reason = ev.payload
+    msg, _seq, _command, tag, reason, _repeat = ev.payload
     # an unsynced device has a POWER_UP on its way: stay connecting until it is handled
     synced = isinstance(msg, m.Ack) and bool(msg.flags & m.StatusFlag.SYNCED)
     return tag == "resync" and reason is None and ctx["resync_left"] == 1 and synced
@@ -350,7 +405,7 @@ def completes_resync(ctx, ev) -> bool:
 
 @REGISTRY.action
 def resync_step(ctx, ev) -> dict | None:
-    _msg, _seq, _command, tag, reason = ev.payload
+    _msg, _seq, _command, tag, reason, _repeat = ev.payload
     if tag == "resync" and reason is None:
         return {"resync_left": max(0, ctx["resync_left"] - 1)}
     return None
@@ -359,7 +414,7 @@ def resync_step(ctx, ev) -> dict | None:
 @REGISTRY.action
 def learn_response(ctx, ev) -> list:
     """Refresh the device view from a response and settle an operation that never started."""
-    msg, seq, command, _tag, reason = ev.payload
+    msg, seq, command, _tag, reason, repeat = ev.payload
     updates: dict = {}
     out: list = [updates]
     boot = _boot_of(msg)
@@ -374,14 +429,53 @@ def learn_response(ctx, ev) -> list:
         updates.update(flags=msg.flags, inputs=msg.inputs, outputs=msg.outputs)
         if ctx["synced_boot"] is None and msg.flags & m.StatusFlag.SYNCED:
             updates["synced_boot"] = boot  # a device another session already synced
-        last = ctx["last_event_seq"]
-        if last is not None and seq_newer(msg.event_seq, last):
+        _learn_event_seq(ctx, msg, out, updates)
+        last = updates.get("last_event_seq", ctx["last_event_seq"])
+        if last is not None and seq_newer(msg.event_seq, last) and repeat:
             pass  # a snapshot older than events we processed (a reply from the dedup store)
+        elif last is not None and seq_newer(msg.event_seq, last):
+            # a fresh answer of this boot counts fewer events than we took: the ones past
+            # its count were never generated by it (replayed): its snapshot is the truth
+            updates.update(last_event_seq=msg.event_seq, replayed_events=1)
+            out.append(_replayed(last, msg.event_seq))
+            _position(ctx, ops, msg.position, "status", None, out, updates, ev.time_ns)
         elif ctx["position"] is None:
             updates["position"] = int(msg.position)  # learnt; `up` tells the logic
         else:
             _position(ctx, ops, msg.position, "status", None, out, updates, ev.time_ns)
     return out
+
+
+def _learn_event_seq(ctx, msg: m.Ack, out: list, updates: dict) -> None:
+    """This boot's own count of the events it generated (every ACK's event_seq) settles an
+    event that came past the next one (`gap_seq`): generated by this boot -> a real gap,
+    the snapshot tells what it changed; not generated (an event of an earlier boot, replayed) ->
+    refused, counted, reported once."""
+    if ctx["boot_counter"] is not None and msg.boot_counter != ctx["boot_counter"]:
+        return  # another boot's count: the reset it reveals starts the view again
+    known = ctx["device_event_seq"]
+    if known is None or seq_newer(known, msg.event_seq):
+        updates["device_event_seq"] = known = msg.event_seq
+    gap = ctx["gap_seq"]
+    if gap is None:
+        return
+    updates["gap_seq"] = None
+    if not seq_newer(known, gap):
+        # a real gap: acknowledged already (the device will not send it again); this
+        # ACK's snapshot carries what it changed
+        updates["last_event_seq"] = gap
+    else:
+        updates["replayed_events"] = 1
+        out.append(_replayed(gap, known))
+
+
+def _replayed(event_seq: int, device_event_seq: int) -> Outcome:
+    return _out(
+        "protocol_error",
+        reason="event_not_of_this_boot",
+        event_seq=event_seq,
+        device_event_seq=device_event_seq,
+    )
 
 
 @REGISTRY.action
@@ -400,6 +494,8 @@ def _reset(ctx, boot: int | None, why: str, now: int) -> list:
         {
             "position": None,
             "last_event_seq": None,
+            "device_event_seq": None,
+            "gap_seq": None,
             "resets": 1,
             "boots": boots[-(ctx["reboot_max"] + 1) :],
         },
@@ -534,6 +630,8 @@ def _synced(msg: m.PowerUp) -> dict:
         "boot_counter": msg.boot_counter,
         "synced_boot": msg.boot_counter,
         "last_event_seq": msg.seq,
+        "device_event_seq": msg.seq,
+        "gap_seq": None,
     }
 
 
@@ -607,6 +705,14 @@ def _position(ctx, ops: dict, position: m.Dbpos, cause: str, operate_ms, out, up
 
 
 def _position_change(ctx, msg: m.PositionChange, out: list, updates: dict, now: int) -> None:
+    """A change is taken from where the view is: an event that moves the breaker from a
+    position other than the one we hold (an old event, or one a status snapshot already
+    overtook) is not acted on; the device is re-read and its snapshot decides."""
+    view = ctx["position"]
+    if view is not None and int(msg.position) != view and int(msg.previous) != view:
+        updates["unexplained_events"] = 1
+        out.append(Submit("read_status", tag="resync"))
+        return
     cause = msg.cause.name.lower()
     _position(ctx, ctx["ops"], msg.position, cause, msg.operate_ms, out, updates, now)
 
@@ -634,15 +740,30 @@ def _alarm(ctx, msg: m.Alarm, out: list, updates: dict) -> None:
         out.append(Submit("read_status", tag="resync"))  # events were lost: re-read
 
 
+def _expected(ctx, seq: int) -> bool:
+    """Could `seq` be this boot's next event? The one after the last processed; with none
+    processed yet, any not past the one after the newest an ACK counted (unknown: any)."""
+    last, known = ctx["last_event_seq"], ctx["device_event_seq"]
+    if last is not None:
+        return seq == seq_next(last)
+    return known is None or not seq_newer(seq_next(known), seq)
+
+
 @REGISTRY.action
-def process_event(ctx, ev) -> list:
-    """Act on an event newer than the last one; a gap means we missed some: re-read."""
+def process_event(ctx, ev) -> list | None:
+    """Act on an event newer than the last one. The device sends its events one at a time,
+    in order, each until it is acknowledged (SPEC 6.3), so a genuine event is the next one;
+    the first after a start may be up to one past the newest this boot's ACKs counted. An
+    event past that is not acted on: the device is re-read, and its ACK's event_seq says
+    whether this boot generated it (a gap: its snapshot is taken) or not (an event of an
+    earlier boot replayed onto the line: refused). So a replay never moves the view."""
     msg = ev.payload[0]
-    last = ctx["last_event_seq"]
+    if not _expected(ctx, msg.seq):
+        if ctx["gap_seq"] == msg.seq:
+            return None  # the same one again: its re-read is on its way
+        return [{"gap_seq": msg.seq}, Submit("read_status", tag="resync")]
     updates: dict = {"last_event_seq": msg.seq}
     out: list = [updates]
-    if last is not None and msg.seq != seq_next(last):
-        out.append(Submit("read_status", tag="resync"))
     if isinstance(msg, m.PositionChange):
         _position_change(ctx, msg, out, updates, ev.time_ns)
     elif isinstance(msg, m.Alarm):

@@ -114,8 +114,20 @@ def store_device_alarm(ctx, ev):
 
 @REGISTRY.action
 def store_link(ctx: Ctx, ev: Event) -> list[Any]:
+    """One device_link alarm per outage: raised when the link goes down, cleared only when
+    it is up again. A dead device is reopened and tried again and again (down, connecting,
+    down ...); each try is not a recovery, so the alarm does not clear and rise with it."""
     state = ev.payload
     out: list[Any] = [{"link_state": state}]
-    if (state == "down") != (ctx["link_state"] == "down"):
-        out.append(Alarm("device_link", state == "down", state))
+    if state == "down" and not ctx["link_alarm"]:
+        out += [{"link_alarm": True}, Alarm("device_link", True, state)]
+    elif state in ("up", "degraded") and ctx["link_alarm"]:
+        out += [{"link_alarm": False}, Alarm("device_link", False, state)]
     return out
+
+
+@REGISTRY.action
+def note_link_resync(ctx: Ctx, ev: Event) -> list[Any]:
+    """The link found its command counter behind the device's and moved it (a controller
+    that replaced another): journaled by this transition, logged by the shell."""
+    return [{"link_resyncs": 1}, Notify("link_resync", dict(ev.payload))]

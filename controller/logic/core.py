@@ -25,6 +25,7 @@ from functools import cache
 from typing import Any
 
 from controller.config.bay import MODES, TABLES, ControllerConfig
+from controller.config.keys import KeyFile
 from controller.config.link import DeviceLimits, LinkConfig
 from controller.engine import Journal, Scheduler, Table
 from controller.engine.machine import Machine
@@ -63,11 +64,16 @@ def package_table(name: str) -> Table:
 
 class BayController:
     def __init__(
-        self, config: ControllerConfig, now_ns: int = 0, journal: Journal | None = None
+        self,
+        config: ControllerConfig,
+        now_ns: int = 0,
+        journal: Journal | None = None,
+        keys: KeyFile | None = None,
     ) -> None:
+        """`keys`: the loaded IEC 62351-6 key file (`goose.keys`), for `auth:` policies."""
         self.config = config
         self.runner = Scheduler(journal)
-        self.hub = GooseHub(config.goose, runner=self.runner)
+        self.hub = GooseHub(config.goose, runner=self.runner, keys=keys)
         # a restarted controller continues the device link's sequence numbers above what it
         # last recorded (plus a margin for commands sent after that record): below them the
         # device would answer STALE_SEQUENCE
@@ -230,13 +236,18 @@ class BayController:
             if current is not None:
                 self._input(rule, *rule.read(current[1], test), now_ns)
 
-    def status(self) -> dict[str, Any]:
-        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS."""
+    def status(self, now_ns: int | None = None) -> dict[str, Any]:
+        """What `goosectl status` shows: modes, the bay, its inputs, every LGOS; and each
+        stream's tracker row (`streams`, with the TAL left at `now_ns` when given), which
+        `goosectl web` draws."""
         return {
             "mode": self.mode_name,
             "simulation": self.simulation,
             "breaker": self.bay.state,
             "position": self.bay.ctx["position"],
+            # the device's time of that position (UTC ns, 0 before the first report)
+            "position_utc_ns": self.bay.ctx["position_t_ns"],
+            "device_alarms": {k: bool(v) for k, v in self.bay.ctx["device_alarms"].items()},
             "link": self.link.state,
             "interlocks": dict(self.bay.ctx["interlocks"]),
             "inputs": {
@@ -248,7 +259,8 @@ class BayController:
                 for name, m in self.input_machines.items()
             },
             "lgos": [v.as_json() for v in self.hub.lgos()],
-        }
+            "streams": self.hub.bank.rows(now_ns),
+        } | ({"auth": self.hub.bank.auth.counters()} if self.hub.bank.auth is not None else {})
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> None:
         self._now = now_ns
@@ -455,6 +467,9 @@ class BayController:
             return [("spring", bool(le.get("charged")))]
         if kind == "alarm":
             return [("device_alarm", {"name": le.get("alarm"), "active": le.get("active")})]
+        if kind == "sequence_resync":
+            data = {"refused": le.get("refused"), "resent": le.get("resent"), "command": le.command}
+            return [("link_resync", data)]
         if kind == "link_state":
             out = [("link", le.get("state"))]
             pos = self.link.view.get("position")

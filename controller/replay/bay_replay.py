@@ -58,6 +58,9 @@ class BayReplay:
         self.frame_cpu_ns: list[int] = []
         #: called after every exchange on the wire (the demo's operator answers here)
         self.after_step: Callable[[int], None] | None = None
+        #: called with the time of the next frame or action before it is played: returns
+        #: when that time has come (`demo --web` plays at the wall clock's pace)
+        self.pace: Callable[[int], None] | None = None
         self.wire = wire or VirtualWire(self.endpoint, firmware, start_ns=0, on_step=self._drain)
         if wire is not None:
             wire.on_step = self._drain
@@ -100,8 +103,12 @@ class BayReplay:
                 started = True
             while pending and pending[0][0] <= ts:
                 t, act = pending.pop(0)
+                if self.pace is not None:
+                    self.pace(t)
                 wire.run_until(t)
                 act(t)
+            if self.pace is not None:
+                self.pace(ts)
             wire.run_until(ts)
             before = len(self.bay.reports)
             c0 = time.thread_time_ns()
@@ -115,9 +122,13 @@ class BayReplay:
             self.frames_in += 1
             wire.run_until(ts)  # bytes the frame caused cross now, at the same instant
         for t, act in pending:
+            if self.pace is not None:
+                self.pace(t)
             wire.run_until(t)
             act(t)
         if end_ns is not None:
+            if self.pace is not None:
+                self.pace(end_ns)
             wire.run_until(end_ns)
         self._drain(wire.now_ns)
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from controller.goose.effects import SendFrame
 from controller.goose.hub import GooseHub
+from controller.goose.rgoose import RgooseReceiver, feed, spdu_datagram
 from controller.replay.capture_clock import CaptureClock
 from protocols.ethernet.pcap import PcapWriter, read_capture
 from protocols.goose import is_goose
@@ -44,7 +45,7 @@ def capture_frames(
             if f.linktype != LINKTYPE_ETHERNET:
                 continue
             ts = clock.place(f.number, f.ts_ns)
-            if is_goose(f.data):
+            if is_goose(f.data) or spdu_datagram(f.data) is not None:  # R-GOOSE: UDP 102
                 yield f.number, ts, f.data
 
 
@@ -56,14 +57,19 @@ class Replay:
         speed: float | None = None,
         on_frame: Callable[[int, int, bytes, list[Any]], None] | None = None,
         on_effects: Callable[[list[Any]], None] | None = None,
+        rgoose: RgooseReceiver | None = None,
     ) -> None:
         self.hub = hub
+        #: the SPDUs of R-GOOSE frames go through it to the hub (`controller/goose/rgoose.py`)
+        self.rgoose = rgoose or RgooseReceiver(None)
         self.writer = PcapWriter(out_pcap) if out_pcap else None
         self.speed = speed
         self.on_frame = on_frame
         self.on_effects = on_effects
         self.frames = 0
         self.sent = 0
+        #: the virtual time of what the callbacks are told about (a frame's, a timer's)
+        self.now_ns = 0
 
     def _emit(self, effects: list[Any], ts_ns: int) -> None:
         for e in effects:
@@ -80,6 +86,7 @@ class Replay:
             if d is None or d > now_ns:
                 return
             out = hub.advance(d)
+            self.now_ns = d
             self._emit(out, d)
             if self.on_effects is not None:
                 self.on_effects(out)
@@ -102,11 +109,19 @@ class Replay:
                 if delay > 0:
                     time.sleep(delay / 1e9)
             self._advance(ts)
-            out = self.hub.frame(data, "A", ts)
-            self.frames += 1
-            self._emit(out, ts)
-            if self.on_frame is not None:
-                self.on_frame(number, ts, data, out)
+            self.now_ns = ts
+            if is_goose(data):
+                judged = [(data, self.hub.frame(data, "A", ts))]
+            else:  # R-GOOSE: each goosePdu of the SPDU, as the frame a subscriber reads
+                d = spdu_datagram(data)
+                assert d is not None
+                got = feed(self.hub, self.rgoose, d.payload, d.src, ts, ts)
+                judged = [(r.frame, out) for r, out in got]
+            for frame, out in judged:
+                self.frames += 1
+                self._emit(out, ts)
+                if self.on_frame is not None:
+                    self.on_frame(number, ts, frame, out)
             last = ts
             journal = self.hub.runner.journal
             if journal is not None:

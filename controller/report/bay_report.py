@@ -12,6 +12,7 @@ from typing import Any
 from controller.agent.effects import Respond, RunTool
 from controller.display import printable
 from controller.engine.effects import Alarm, Notify
+from controller.goose.auth import REASONS as AUTH_REASONS
 from controller.goose.effects import FrameClassified, LgosView, PublisherSides, RxDrops, StreamState
 from controller.goose.gate import ERR_TEXT
 from controller.link.effects import LinkEvent
@@ -23,8 +24,16 @@ from controller.logic.effects import (
     ModeChanged,
     PublishTopic,
 )
+from controller.report.anomalies import NORMAL_CLASSES
 
-NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})
+
+def _refusal_text(code: str) -> str:
+    """What a refusal code means: a receive rule's (gate.ERR_TEXT) or authentication's."""
+    if code.startswith("auth_"):
+        return AUTH_REASONS.get(code[5:], code)
+    return ERR_TEXT.get(code, code)
+
+
 #: classes of a frame that carries a state: its refusal is a timeline line, a refused
 #: retransmission of it only a count
 STATE_CLASSES = frozenset({"first", "new_state", "missed_states", "restart"})
@@ -100,6 +109,80 @@ def _num(n: int | None) -> str:
     return "-" if n is None else str(n)
 
 
+def describe(r: Any) -> str | None:
+    """One report as a timeline line without its time (None: not a line): the demo's
+    timeline prefixes the run's clock, `run` logs it as a record (`timeline` events)."""
+    if isinstance(r, BayStep):
+        moves = [(a, b) for a, _, b in r.transitions if a != b]
+        if not moves:
+            return None
+        return f"bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
+    if isinstance(r, DeviceCommand):
+        return f"device   {r.command.upper()} sent ({r.reason})"
+    if isinstance(r, CommandWithheld):
+        return f"device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}"
+    if isinstance(r, InputChanged):
+        state = "valid" if r.valid else f"invalid ({r.reason})"
+        return f"input    {r.input}: {state} -> {r.consequence}"
+    if isinstance(r, LgosView):
+        if r.st:
+            state = "valid" + (", simulated stream (SimSt)" if r.sim_st else "")
+        else:
+            state = f"NOT valid: {r.err} ({ERR_TEXT.get(r.err, r.err)})"
+        return f"lgos     {r.label}: {state}"
+    if isinstance(r, ModeChanged):
+        sim = "simulation on" if r.simulation else "simulation off"
+        return f"mode     {r.mode}, {sim} ({r.origin or 'operator'})"
+    if isinstance(r, PublishTopic):
+        return f"goose    published {r.topic}"
+    if isinstance(r, Alarm):
+        return f"ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
+            f": {r.detail}" if r.detail else ""
+        )
+    if isinstance(r, Notify) and r.topic == "confirm":
+        d = r.data
+        return (
+            f"agent    {d['session']} asks to confirm {d['step']} "
+            f"({d['tool']} {d['args']}): confirmed"
+        )
+    if isinstance(r, Notify):
+        data = r.data
+        if isinstance(data, (tuple, list)):  # reasons, e.g. close_refused
+            data = "; ".join(str(x) for x in data)
+        return f"notice   {r.topic}" + (f": {data}" if data not in (None, "") else "")
+    if isinstance(r, RunTool):
+        again = f", attempt {r.attempt}" if r.attempt > 1 else ""
+        return f"agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
+    if isinstance(r, Respond):
+        return f"agent    {r.session} ended {r.outcome}: {r.text}"
+    if isinstance(r, StreamState):
+        side = "" if r.side == "-" else f" side {r.side}"
+        return f"goose    {r.stream.split('@')[0]}{side} {r.state}"
+    if isinstance(r, PublisherSides):
+        return f"goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})"
+    if isinstance(r, FrameClassified):
+        if r.refused is not None:
+            return (
+                f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
+                f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
+            )
+        flags = f" [{', '.join(r.flags)}]" if r.flags else ""
+        return f"frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
+    if isinstance(r, RxDrops):
+        return (
+            f"network  {r.side} ({r.iface}): the kernel dropped {r.new} frame(s), "
+            f"{r.drops} since start"
+        )
+    if isinstance(r, LinkEvent):
+        if r.kind in ("position_changed",):
+            return f"device   position {r.get('position')} ({r.get('cause')})"
+        if r.kind in ("operation_failed", "cmd_failed", "device_reset", "link_state"):
+            what = r.get("state") or r.reason or ""
+            return "device   " + " ".join(x for x in (r.kind, r.command, what) if x)
+        return None
+    return None
+
+
 class Timeline:
     """Collects reports as (virtual time, report) and turns them into lines."""
 
@@ -130,78 +213,8 @@ class Timeline:
         self.items.append((t_ns, report))
 
     def line(self, t_ns: int, r: Any) -> str | None:
-        t = f"{(t_ns - self.t0) / 1e9:9.3f} s"
-        if isinstance(r, BayStep):
-            moves = [(a, b) for a, _, b in r.transitions if a != b]
-            if not moves:
-                return None
-            return f"{t}  bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
-        if isinstance(r, DeviceCommand):
-            return f"{t}  device   {r.command.upper()} sent ({r.reason})"
-        if isinstance(r, CommandWithheld):
-            return f"{t}  device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}"
-        if isinstance(r, InputChanged):
-            state = "valid" if r.valid else f"invalid ({r.reason})"
-            return f"{t}  input    {r.input}: {state} -> {r.consequence}"
-        if isinstance(r, LgosView):
-            if r.st:
-                state = "valid" + (", simulated stream (SimSt)" if r.sim_st else "")
-            else:
-                state = f"NOT valid: {r.err} ({ERR_TEXT.get(r.err, r.err)})"
-            return f"{t}  lgos     {r.label}: {state}"
-        if isinstance(r, ModeChanged):
-            sim = "simulation on" if r.simulation else "simulation off"
-            return f"{t}  mode     {r.mode}, {sim} ({r.origin or 'operator'})"
-        if isinstance(r, PublishTopic):
-            return f"{t}  goose    published {r.topic}"
-        if isinstance(r, Alarm):
-            return f"{t}  ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
-                f": {r.detail}" if r.detail else ""
-            )
-        if isinstance(r, Notify) and r.topic == "confirm":
-            d = r.data
-            return (
-                f"{t}  agent    {d['session']} asks to confirm {d['step']} "
-                f"({d['tool']} {d['args']}): confirmed"
-            )
-        if isinstance(r, Notify):
-            data = r.data
-            if isinstance(data, (tuple, list)):  # reasons, e.g. close_refused
-                data = "; ".join(str(x) for x in data)
-            return f"{t}  notice   {r.topic}" + (f": {data}" if data not in (None, "") else "")
-        if isinstance(r, RunTool):
-            again = f", attempt {r.attempt}" if r.attempt > 1 else ""
-            return f"{t}  agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
-        if isinstance(r, Respond):
-            return f"{t}  agent    {r.session} ended {r.outcome}: {r.text}"
-        if isinstance(r, StreamState):
-            side = "" if r.side == "-" else f" side {r.side}"
-            return f"{t}  goose    {r.stream.split('@')[0]}{side} {r.state}"
-        if isinstance(r, PublisherSides):
-            return f"{t}  goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})"
-        if isinstance(r, FrameClassified):
-            if r.refused is not None:
-                return (
-                    f"{t}  refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
-                    f"{r.cls}: {r.refused} ({ERR_TEXT.get(r.refused, r.refused)})"
-                )
-            flags = f" [{', '.join(r.flags)}]" if r.flags else ""
-            return (
-                f"{t}  frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
-            )
-        if isinstance(r, RxDrops):
-            return (
-                f"{t}  network  {r.side} ({r.iface}): the kernel dropped {r.new} frame(s), "
-                f"{r.drops} since start"
-            )
-        if isinstance(r, LinkEvent):
-            if r.kind in ("position_changed",):
-                return f"{t}  device   position {r.get('position')} ({r.get('cause')})"
-            if r.kind in ("operation_failed", "cmd_failed", "device_reset", "link_state"):
-                what = r.get("state") or r.reason or ""
-                return f"{t}  device   {r.kind} {r.command or ''} {what}".rstrip()
-            return None
-        return None
+        text = describe(r)
+        return None if text is None else f"{(t_ns - self.t0) / 1e9:9.3f} s  {text}"
 
     def lines(self) -> list[str]:
         return [x for t, r in self.items if (x := self.line(t, r)) is not None]

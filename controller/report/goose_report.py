@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import sys
+from collections.abc import Callable
 from typing import Any, TextIO
 
 from controller.display import printable
@@ -23,6 +24,7 @@ from controller.goose.effects import FrameClassified, LgosView, PublisherSides, 
 from controller.goose.gate import ERR_TEXT
 from controller.goose.hub import GooseHub
 from controller.replay.capture_clock import TimeJump
+from controller.report.anomalies import NO_STREAM, Anomalies, utc_text
 from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
 
 log = logging.getLogger(__package__)
@@ -36,8 +38,12 @@ class Reporter:
         out: TextIO = sys.stdout,
         appid: int | None = None,
         gocb_ref: str | None = None,
+        clock: Callable[[], int] | None = None,
+        quiet: bool = False,
     ) -> None:
         self.hub = hub
+        #: frames and events counted and judged, not printed (`replay -q`: the report only)
+        self.quiet = quiet
         self.as_json = as_json
         self.out = out
         self.appid = appid
@@ -48,6 +54,14 @@ class Reporter:
         #: frames printed, and the APPIDs seen, so a filter that matched nothing says so
         self.shown = 0
         self.appids_seen: set[int] = set()
+        #: the time of an event no frame brought (a TAL that ran out): the replay's virtual
+        #: clock or the host's, read by the shell that made this reporter; without it, the
+        #: last frame's time
+        self.clock = clock
+        #: the last frame read (its number and time): every event line names both
+        self.frame_no: int | None = None
+        self.frame_ns: int | None = None
+        self.anomalies = Anomalies()
 
     def _stream_state(self, stream_id: str) -> str | None:
         m = self.hub.runner.machines.get(stream_id)
@@ -62,6 +76,7 @@ class Reporter:
         self, number: int, ts_ns: int, buf: bytes, vlan: Vlan | None, effects: list[Any]
     ) -> None:
         verdict = next((e for e in effects if type(e) is FrameClassified), None)
+        self.frame_no, self.frame_ns = number, ts_ns
         time_s = ts_ns / 1e9
         try:
             obj = frame_to_json(decode_frame(buf, vlan=vlan), number=number, time=time_s)
@@ -73,6 +88,8 @@ class Reporter:
                 "offset": exc.offset,
                 "field": exc.path,
             }
+            if verdict is None:
+                self.anomalies.add(NO_STREAM, "malformed", number, ts_ns)
         if obj.get("appid") is not None:
             self.appids_seen.add(obj["appid"])
         if not self._wanted(obj.get("appid"), obj.get("gocbRef")):
@@ -86,16 +103,41 @@ class Reporter:
                 obj["side"] = verdict.side
             if verdict.refused is not None:
                 obj["refused"] = verdict.refused
+            self.anomalies.frame(verdict, number, ts_ns)
+        auth = self.hub.bank.auth
+        if auth is not None and auth.last is not None:  # IEC 62351-6: this frame's verdict
+            obj["auth"] = auth.last.as_json()
         self._emit(obj, lambda: self._frame_text(obj, time_s))
-        self.effects(effects)
+        self.effects(effects, ts_ns)
 
-    def effects(self, effects: list[Any]) -> None:
+    def _now(self) -> int:
+        if self.clock is not None:
+            return self.clock()
+        return self.frame_ns or 0
+
+    def _stamp(self, obj: dict[str, Any], now_ns: int) -> dict[str, Any]:
+        """An event's time (UTC) and the number of the frame it came with, or, for an event
+        of a timer, the last frame read before it."""
+        obj["utc"] = utc_text(now_ns)
+        obj["frame_no"] = self.frame_no
+        return obj
+
+    def _prefix(self, obj: dict[str, Any]) -> str:
+        no = "-" if obj["frame_no"] is None else obj["frame_no"]
+        return f"-- {obj['utc']} #{no} "
+
+    def effects(self, effects: list[Any], now_ns: int | None = None) -> None:
+        """Print the events among `effects`; `now_ns` is when they happened (None: the
+        reporter's clock, for effects of timers)."""
+        if now_ns is None and any(type(e) in _EVENTS for e in effects):
+            now_ns = self._now()
         for e in effects:
             if type(e) is StreamState:
                 stream = self.hub.bank.by_id.get(e.stream)
                 gocb, appid = (stream.gocb_ref, stream.appid) if stream else (None, None)
                 if not self._wanted(appid, gocb):
                     continue
+                assert now_ns is not None  # set above for every event
                 obj: dict[str, Any] = {
                     "event": "stream",
                     "gocbRef": gocb,
@@ -103,41 +145,53 @@ class Reporter:
                     "side": e.side,
                     "state": e.state,
                 }
+                self._stamp(obj, now_ns)
+                if e.state == "lost":
+                    self.anomalies.add(e.stream, "lost", self.frame_no, now_ns)
                 self._emit(
                     obj,
                     lambda o=obj: (
-                        f"-- stream {o['gocbRef']} appid "
+                        f"{self._prefix(o)}stream {o['gocbRef']} appid "
                         f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
                     ),
                 )
             elif type(e) is LgosView:
                 if not self._wanted(e.appid, e.gocb_ref):
                     continue
-                obj = {"event": "lgos", **e.as_json()}
-                self._emit(obj, lambda v=e: lgos_text(v))
+                assert now_ns is not None
+                obj = self._stamp({"event": "lgos", **e.as_json()}, now_ns)
+                self._emit(obj, lambda v=e, o=obj: lgos_text(v, self._prefix(o)))
             elif type(e) is Alarm:
-                obj = {"event": "alarm", "name": e.name, "active": e.active, "detail": e.detail}
+                assert now_ns is not None
+                obj = self._stamp(
+                    {"event": "alarm", "name": e.name, "active": e.active, "detail": e.detail},
+                    now_ns,
+                )
                 self._emit(
                     obj,
                     lambda o=obj: (
-                        f"!! alarm {o['name']} {'raised' if o['active'] else 'cleared'}"
+                        f"!! {o['utc']} #{o['frame_no']} alarm {o['name']} "
+                        f"{'raised' if o['active'] else 'cleared'}"
                         + (f": {o['detail']}" if o["detail"] else "")
                     ),
                 )
             elif type(e) is Notify and e.topic == "error":
-                obj = {"event": "error", "detail": e.data}
-                self._emit(obj, lambda o=obj: f"!! {o['detail']}")
+                assert now_ns is not None
+                obj = self._stamp({"event": "error", "detail": e.data}, now_ns)
+                self._emit(obj, lambda o=obj: f"!! {o['utc']} #{o['frame_no']} {o['detail']}")
             elif type(e) is PublisherSides:
+                assert now_ns is not None
                 obj = {
                     "event": "publisher",
                     "gocbRef": e.gocb_ref,
                     "active": list(e.active),
                     "reason": e.reason,
                 }
+                self._stamp(obj, now_ns)
                 self._emit(
                     obj,
                     lambda o=obj: (
-                        f"-- publisher {o['gocbRef']}: active "
+                        f"{self._prefix(o)}publisher {o['gocbRef']}: active "
                         f"{','.join(o['active'])} ({o['reason']})"
                     ),
                 )
@@ -157,7 +211,9 @@ class Reporter:
             f"{obj.get('stream_state') or '-':<15} {flags}"
         )
 
-    def _emit(self, obj: dict, text) -> None:
+    def _emit(self, obj: dict, text, always: bool = False) -> None:
+        if self.quiet and not always:
+            return
         if self.as_json:
             self.out.write(json.dumps(obj) + "\n")
         else:  # a frame's strings may hold line feeds or ESC: one event, one line
@@ -174,7 +230,7 @@ class Reporter:
             "capture_ns": jump.capture_ns,
             "replay_ns": jump.replay_ns,
         }
-        self._emit(obj, lambda: f"!! time jump: {jump.text()}")
+        self._emit(obj, lambda: f"!! time jump: {jump.text()}", always=True)
 
     def filter_note(self) -> str | None:
         """What to say when --appid/--gocbref matched no frame (rather than print nothing)."""
@@ -196,8 +252,10 @@ class Reporter:
         if self.time_jumps:
             counters = {**counters, "time_jumps": self.time_jumps}
         if self.as_json:
+            self.out.write(json.dumps(self.anomalies.as_json()) + "\n")
             self.out.write(json.dumps({"event": "counters", **counters}) + "\n")
             return
+        self.out.write("\n" + "\n".join(printable(x) for x in self.anomalies.lines()) + "\n")
         self.out.write("\nstreams:\n")
         for sid, s in counters["streams"].items():
             counts = " ".join(f"{k}={v}" for k, v in s["counts"].items())
@@ -217,10 +275,14 @@ class Reporter:
         )
 
 
-def lgos_text(v: LgosView) -> str:
+#: the effects printed as event lines (each with its time and frame number)
+_EVENTS = frozenset({StreamState, LgosView, Notify, PublisherSides, Alarm})
+
+
+def lgos_text(v: LgosView, prefix: str = "-- ") -> str:
     why = "" if v.st else f" ({ERR_TEXT.get(v.err, v.err)})"
     return (
-        f"-- lgos {v.label} 0x{v.appid:04x}: St={v.st} SimSt={v.sim_st} "
+        f"{prefix}lgos {v.label} 0x{v.appid:04x}: St={v.st} SimSt={v.sim_st} "
         f"LastStNum={v.last_st_num} ConfRevNum={v.conf_rev} RxConfRevNum={v.rx_conf_rev} "
         f"NdsCom={v.nds_com} ErrSt={v.err}{why} src={v.src}"
     )

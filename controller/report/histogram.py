@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from xml.sax.saxutils import escape
+
+from protocols.files import write_new
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 W, H, LEFT, BOTTOM, TOP = 900, 420, 70, 60, 30
@@ -22,6 +25,16 @@ def write_svg(
     path: Path, series: dict[str, list[int]], title: str, limit_us: float = 4000.0
 ) -> Path:
     """`series` maps a label to latencies in ns."""
+    write_new(path, render_svg(series, title, limit_us))
+    return path
+
+
+def render_svg(series: dict[str, list[int]], title: str, limit_us: float = 4000.0) -> str:
+    """The histogram as SVG text (`write_svg` writes it; `goosectl web` serves it).
+    `series` maps a label to latencies in ns; labels and title are escaped, since a page
+    embeds the text."""
+    title = escape(title)
+    series = {escape(k): v for k, v in series.items()}
     data = {k: [max(v, 1) / 1000.0 for v in vs] for k, vs in series.items() if vs}
     lo = min(min(v) for v in data.values())
     hi = max(max(v) for v in data.values())
@@ -89,5 +102,4 @@ def write_svg(
         f"(log scale); dashed: p50, dotted: p99; bars: share of samples per bin</text>"
     )
     out.append("</svg>")
-    path.write_text("\n".join(out) + "\n")
-    return path
+    return "\n".join(out) + "\n"

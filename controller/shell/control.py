@@ -19,6 +19,7 @@ import os
 import re
 import select
 import socket
+import stat
 import time
 from collections import Counter, deque
 from collections.abc import Callable
@@ -27,7 +28,15 @@ from typing import Any
 
 from controller.config.control import ControlCfg
 from controller.shell.control_log import ControlLog
-from controller.shell.control_socket import Peer, claim, default_path, group_id, peer_of, refusal
+from controller.shell.control_socket import (
+    Peer,
+    claim,
+    default_path,
+    group_id,
+    peer_of,
+    refusal,
+    runtime_dir,
+)
 
 __all__ = [
     "ControlDenied",
@@ -41,11 +50,14 @@ __all__ = [
 Handler = Callable[[dict[str, Any], int], dict[str, Any]]
 
 
-def controller_ops(bay: Any, fallback: Handler) -> Handler:
+def controller_ops(
+    bay: Any, fallback: Handler, extra: Callable[[], dict[str, Any]] | None = None
+) -> Handler:
     """The control socket's handler: `{"op": "mode"}` reads or sets the behaviour mode
     (`mode`: on, test, test-blocked, off) and simulation mode (`simulation`: bool), each
     change journaled; `{"op": "controller"}` is `goosectl status` (modes, bay, inputs,
-    LGOS of every subscription). Anything else goes to `fallback` (the agent service)."""
+    LGOS of every subscription; `extra` adds what the shell measures, e.g. the last trip
+    latencies). Anything else goes to `fallback` (the agent service)."""
 
     def handle(req: dict[str, Any], now_ns: int) -> dict[str, Any]:
         op = req.get("op")
@@ -66,7 +78,7 @@ def controller_ops(bay: Any, fallback: Handler) -> Handler:
                 "changed": changed,
             }
         if op == "controller":
-            return {"ok": True, **bay.status()}
+            return {"ok": True, **bay.status(now_ns), **(extra() if extra else {})}
         return fallback(req, now_ns)
 
     return handle
@@ -78,6 +90,11 @@ class ControlUnavailable(Exception):
 
 class ControlDenied(ControlUnavailable):
     """A controller is there, but this user may not reach its socket."""
+
+
+class ControlFailed(ControlDenied):
+    """Something answered on the socket, but not as a controller does (no answer in time,
+    an answer that is not JSON)."""
 
 
 #: Strings (with their escapes) go first; then brackets only, all of one kind.
@@ -160,6 +177,9 @@ class ControlServer:
         #: controller gives it its journal)
         self.log = log or ControlLog(None, time.monotonic_ns())
         self.gid = group_id(self.cfg.group)
+        self.supervisors = group_id(self.cfg.supervisor_group)
+        #: who started each session (its uid): only they, or a supervisor, confirm it
+        self.owners: dict[str, int] = {}
         self.sock, self._lock = claim(self.path, self.gid, backlog=128)
         self._inode = os.stat(self.path).st_ino
         self.ep = select.epoll()
@@ -256,7 +276,7 @@ class ControlServer:
         except OSError:
             conn.close()
             return
-        why = refusal(conn, peer, self.gid)
+        why = refusal(peer, self.gid)
         if why is not None:
             self._limit("control.peer", f"{peer}: {why}")
             self._reject(conn, f"permission denied: {why}")
@@ -296,7 +316,10 @@ class ControlServer:
             if not data:
                 c.eof = True  # requests already sent are still answered (half-close)
         if data:
-            c.last_ns = t
+            if b"\n" in data:
+                # only a whole request counts as activity: a client that trickles bytes
+                # (slow-loris) is as idle as a silent one
+                c.last_ns = t
             c.inbuf += data
         self._settle(c)
 
@@ -401,6 +424,8 @@ class ControlServer:
                     }
                 elif self.handler is None:
                     reply = {"ok": False, "error": "the controller is starting"}
+                elif op == "confirm" and (why := self._not_owner(req, peer)) is not None:
+                    reply = {"ok": False, "error": f"permission denied: {why}"}
                 else:
                     try:
                         reply = self.handler(req, now)
@@ -408,11 +433,32 @@ class ControlServer:
                         reply = {"ok": False, "error": f"{type(exc).__name__}: {exc}"}
                     if not isinstance(reply, dict):
                         reply = {"ok": False, "error": "the controller gave no reply"}
+                    sid = reply.get("session")
+                    if op == "run" and peer is not None and isinstance(sid, str):
+                        self.owners[sid] = peer.uid
         limit = reply.get("limit")
         if isinstance(limit, str):
             self._limit(limit, f"{peer}: {reply.get('error', '')}")
-        self.log.request(peer, op, reply, time.monotonic_ns())
+        via = req.get("via") if isinstance(req, dict) else None
+        self.log.request(peer, op, reply, time.monotonic_ns(), via)
         return reply
+
+    def _not_owner(self, req: dict[str, Any], peer: Peer | None) -> str | None:
+        """Why `peer` may not confirm the session `req` names, or None. A confirmation
+        operates the breaker on someone else's behalf, so it is the starter's (a session
+        resumed after a restart is the controller's own user's) or a supervisor's."""
+        if peer is None:
+            return None  # in process (the demo), not over the socket
+        sid = str(req.get("session"))
+        owner = self.owners.get(sid, os.geteuid())
+        if peer.uid == owner:
+            return None
+        if self.supervisors is not None and self.supervisors in peer.groups:
+            return None
+        who = f"uid {owner}"
+        if self.cfg.supervisor_group:
+            who += f" or group {self.cfg.supervisor_group} (control.supervisor_group)"
+        return f"session {sid} was started by uid {owner}: only {who} may confirm it"
 
     # -- writing --------------------------------------------------------------------------
 
@@ -534,19 +580,29 @@ def _line(obj: dict[str, Any]) -> bytes:
 
 
 def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[str, Any]:
-    """One request to a running controller; ControlUnavailable if none listens."""
+    """One request to a running controller. `ControlUnavailable` if none listens; its
+    `ControlDenied` if this user may not reach it, or what answers is not to be trusted
+    (`trusted_folder`, `trusted_server`); `ControlFailed` for no answer in time or an
+    answer that is not a JSON object. Each says what and where, for one line and exit 2."""
+    path = Path(path)
+    trusted_folder(path)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout_s)
     try:
-        s.connect(str(path))
-    except (FileNotFoundError, ConnectionRefusedError) as exc:
-        raise ControlUnavailable(f"no controller is listening on {path}") from exc
-    except PermissionError as exc:
-        raise ControlDenied(
-            f"{path}: permission denied (the controller's user, root, or its "
-            "control.group may use it)"
-        ) from exc
-    try:
+        try:
+            s.connect(str(path))
+        except (FileNotFoundError, ConnectionRefusedError) as exc:
+            raise ControlUnavailable(f"no controller is listening on {path}") from exc
+        except PermissionError as exc:
+            raise ControlDenied(
+                f"{path}: permission denied (the controller's user, root, or its "
+                "control.group may use it)"
+            ) from exc
+        except TimeoutError as exc:
+            raise ControlFailed(f"{path}: no connection within {timeout_s:g} s") from exc
+        except OSError as exc:
+            raise ControlFailed(f"{path}: cannot connect: {exc.strerror}") from exc
+        trusted_server(s, path)
         # refused at once (a cap, a peer check): the reason may still be there to read
         with contextlib.suppress(BrokenPipeError, ConnectionResetError):
             s.sendall(json.dumps(obj).encode() + b"\n")
@@ -556,9 +612,66 @@ def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[st
                 chunk = s.recv(65536)
             except ConnectionResetError:
                 chunk = b""
+            except TimeoutError:
+                raise ControlFailed(
+                    f"the controller on {path} did not answer within {timeout_s:g} s"
+                ) from None
             if not chunk:
                 raise ControlUnavailable(f"the controller on {path} closed the connection")
             buf += chunk
-        return json.loads(buf)
+            if len(buf) > MAX_ANSWER_BYTES:
+                raise ControlFailed(f"the answer from {path} is over {MAX_ANSWER_BYTES} bytes")
+        try:
+            reply = json.loads(buf)
+        except (ValueError, RecursionError):
+            reply = None
+        if not isinstance(reply, dict):
+            raise ControlFailed(f"the answer from {path} is not a JSON object: {buf[:60]!r}")
+        return reply
     finally:
         s.close()
+
+
+#: An answer longer than this is not one of the controller's (a history is well below).
+MAX_ANSWER_BYTES = 64 << 20
+
+
+def trusted_folder(path: Path) -> None:
+    """Talk only to a socket in a folder nobody else could have put it in: the folder
+    must be ours or root's (a sticky one like /tmp, or one nobody else may write), or,
+    for a path given explicitly, one of our groups' and writable by no one outside it
+    (a controller's `control.group` folder). The default folder (`runtime_dir`) must be
+    ours or root's: in /tmp anyone could have made `goosectl-UID` first and put a fake
+    controller in it, which would be told every confirmation."""
+    folder = path.parent
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return  # connect says what is missing
+    me = os.geteuid()
+    mode = st.st_mode
+    others_write = bool(mode & stat.S_IWOTH) and not mode & stat.S_ISVTX
+    if st.st_uid in (me, 0) and not others_write:
+        return
+    ours = {os.getegid(), *os.getgroups()}
+    if folder != runtime_dir() and st.st_gid in ours and not mode & stat.S_IWOTH:
+        return
+    why = f"mode {stat.S_IMODE(mode):04o}" if others_write else f"belongs to uid {st.st_uid}"
+    raise ControlDenied(
+        f"control folder {folder}: {why}, not yours, root's or your group's: refusing to "
+        "talk to a socket someone else may have put there"
+    )
+
+
+def trusted_server(s: socket.socket, path: Path) -> None:
+    """The process that answers must be ours, root's, or the folder's owner's (a
+    controller sharing its socket with a group): read from the kernel (SO_PEERCRED)."""
+    server = peer_of(s)
+    allowed = {os.geteuid(), 0}
+    with contextlib.suppress(OSError):
+        allowed.add(os.stat(path.parent).st_uid)
+    if server.uid not in allowed:
+        raise ControlDenied(
+            f"control socket {path}: answered by uid {server.uid} (pid {server.pid}), not by "
+            "you, root or the folder's owner: refusing to talk to it"
+        )

@@ -48,13 +48,19 @@ class ControlLog:
 
     # -- inputs -------------------------------------------------------------------------
 
-    def request(self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int) -> None:
-        """One request answered (`ok`) or refused, with who sent it."""
+    def request(
+        self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int, via: Any = None
+    ) -> None:
+        """One request answered (`ok`) or refused, with who sent it; `via`: the remote
+        identity a relay (the fleet uplink) says it carries the request for."""
         ok = bool(reply.get("ok"))
         what = f"op={op!r}" if op is not None else "unparsed"
         outcome = "ok" if ok else f"refused: {reply.get('error', '')}"
         session = reply.get("session")
-        self._detail = f"{peer} {what}{f' session={session}' if session else ''} {outcome}"[:500]
+        relay = f" via={str(via)[:300]!r}" if via is not None else ""
+        self._detail = f"{peer}{relay} {what}{f' session={session}' if session else ''} {outcome}"[
+            :800
+        ]
         self.runner.feed("control", "answered" if ok else "refused", now_ns)
 
     def crossed(

@@ -23,6 +23,7 @@ import contextlib
 import errno
 import grp
 import os
+import pwd
 import socket
 import stat
 import struct
@@ -100,31 +101,45 @@ class Peer:
     pid: int
     uid: int
     gid: int
+    #: every group of the peer: its primary and its supplementary groups
+    groups: frozenset[int] = frozenset()
 
     def __str__(self) -> str:
         return f"uid={self.uid} gid={self.gid} pid={self.pid}"
 
 
 def peer_of(conn: socket.socket) -> Peer:
+    """The peer as the kernel saw it when it connected (SO_PEERCRED), with its groups."""
     pid, uid, gid = _CRED.unpack(conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _CRED.size))
-    return Peer(pid, uid, gid)
+    return Peer(pid, uid, gid, frozenset(peer_groups(conn, uid, gid)))
 
 
-def peer_groups(conn: socket.socket) -> set[int]:
-    """The peer's supplementary groups (Linux 4.13+), empty if the kernel cannot say."""
+#: The largest option buffer Python's getsockopt takes: 256 groups.
+_GROUPS_BUF = 1024
+
+
+def peer_groups(conn: socket.socket, uid: int, gid: int) -> set[int]:
+    """The peer's groups: SO_PEERGROUPS (the kernel's list, Linux 4.13+) read with a
+    buffer Python accepts; for a peer in more groups than it holds (ERANGE), or a kernel
+    without the option, the group database's list for the peer's uid (getgrouplist).
+    Always with the primary group."""
     try:
-        raw = conn.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, 4 * 1024)
+        raw = conn.getsockopt(socket.SOL_SOCKET, SO_PEERGROUPS, _GROUPS_BUF)
+        return {gid, *struct.unpack(f"{len(raw) // 4}I", raw[: len(raw) // 4 * 4])}
     except OSError:
-        return set()
-    return set(struct.unpack(f"{len(raw) // 4}I", raw[: len(raw) // 4 * 4]))
+        pass
+    try:
+        return {gid, *os.getgrouplist(pwd.getpwuid(uid).pw_name, gid)}
+    except (KeyError, OSError):
+        return {gid}
 
 
-def refusal(conn: socket.socket, peer: Peer, gid: int | None) -> str | None:
+def refusal(peer: Peer, gid: int | None) -> str | None:
     """None if the peer may talk to the controller, else why not."""
     me = os.geteuid()
     if peer.uid in (me, 0):
         return None
-    if gid is not None and (peer.gid == gid or gid in peer_groups(conn)):
+    if gid is not None and gid in peer.groups:
         return None
     who = ["root"] if me == 0 else [f"uid {me}", "root"]
     if gid is not None:

@@ -194,6 +194,15 @@ class LiveGoose:
         #: timers, status, the control socket's deadlines): never per frame, so a batch's
         #: second frame (a trip behind a retransmission) does not wait for a serial poll
         self.on_round: list[Callable[[int], None]] = []
+        #: the native PRP LRE (`controller.shell.prp_live`): trailers off before the hub,
+        #: duplicates dropped, trailers on per side when sending; None without PRP
+        self.prp: Any = None
+        #: other transports every executed frame also goes out on (R-GOOSE over UDP,
+        #: `controller/shell/rgoose_live.py`), each called once per frame
+        self.transports: list[Callable[[SendFrame, int], None]] = []
+        #: `run`'s per-frame callback, for frames that other inputs `inject`
+        self._on_frame: FrameSink | None = None
+        self._injected = 0
 
     def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
         """Another input (stdin for `publish`, a control socket) served by the same loop."""
@@ -234,7 +243,7 @@ class LiveGoose:
     def _send(self, sock: RawSocket, e: SendFrame) -> bool:
         """One frame on one side; False when the kernel refused it for now (held)."""
         try:
-            sock.send(e.data)
+            sock.send(e.data if self.prp is None else self.prp.outgoing(e, sock))
         except TxQueueFullError:
             self.tx_refused += 1
             return False
@@ -326,6 +335,8 @@ class LiveGoose:
         for e in effects:
             if type(e) is not SendFrame:
                 continue
+            for transport in self.transports:
+                transport(e, now_ns)
             for side in e.sides:
                 if not self._sendable(side):
                     continue
@@ -346,6 +357,7 @@ class LiveGoose:
     ) -> None:
         hub = self.hub
         clock = time.monotonic_ns
+        self._on_frame = on_frame
         # collect and freeze first: the first state's burst must not wait for a collection
         gc.collect()
         gc.freeze()
@@ -408,18 +420,22 @@ class LiveGoose:
                     continue
                 # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
                 offset = time.time_ns() - clock()
+                prp = self.prp
                 for rx in batch:
                     if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
                         self.frames += 1
                         number += 1
                         continue
                     t_in = clock()
+                    buf = rx.frame if prp is None else prp.receive(rx.frame, side, t_in)
+                    if buf is None:
+                        continue  # a PRP duplicate, counted by the LRE
                     tag = rx.vlan
                     vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
                     sent_before = self.sent
                     self.t_in = t_in
                     try:
-                        out = hub.frame(rx.frame, side, t_in, vlan)
+                        out = hub.frame(buf, side, t_in, vlan)
                     except Exception as exc:
                         out = self._failed(exc, number + 1)
                     self.t_in = None
@@ -435,7 +451,7 @@ class LiveGoose:
                     self.frames += 1
                     number += 1
                     if on_frame:
-                        on_frame(number, rx.ts_ns or time.time_ns(), rx.frame, vlan, out)
+                        on_frame(number, rx.ts_ns or time.time_ns(), buf, vlan, out)
                 if sock.drops_pending:  # the ring flagged a drop: report it now
                     drops = self.poll_drops()
                     if drops and on_effects:
@@ -476,6 +492,28 @@ class LiveGoose:
         gc.unfreeze()
         if gc_was_on:
             gc.enable()
+
+    def inject(self, buf: bytes, side: str, t_in: int) -> list[Any]:
+        """A frame another input of the loop received (an R-GOOSE SPDU's goosePdu), handled
+        as a frame of the sockets is: the hub, the output hooks, the sends, the latency
+        and `run`'s per-frame callback. Returns the hub's effects."""
+        self.t_in = t_in
+        try:
+            out = self.hub.frame(buf, side, t_in)
+        except Exception as exc:
+            out = self._failed(exc, self.frames + 1)
+        self.t_in = None
+        for hook in self.on_output:
+            hook(t_in)
+        if out:
+            out += self.execute(out, t_in)
+        self.last_latency_ns = time.monotonic_ns() - t_in
+        self.latencies.append(self.last_latency_ns)
+        self.frames += 1
+        self._injected += 1
+        if self._on_frame is not None:
+            self._on_frame(self._injected, time.time_ns(), buf, None, out)
+        return out
 
     def _failed(self, exc: Exception, number: int) -> list[Any]:
         """A frame the machines could not handle (a table or config defect, not a bad

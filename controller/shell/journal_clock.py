@@ -33,13 +33,11 @@ _ANCHOR = (
     "AND CAST(substr(key, 7) AS INTEGER) <= j.seq "
     "ORDER BY CAST(substr(key, 7) AS INTEGER) DESC LIMIT 1)"
 )
-_UTC_NS = (
-    f"(j.time_ns + json_extract({_ANCHOR}, '$.utc_ns') - json_extract({_ANCHOR}, '$.time_ns'))"
-)
+UTC_NS = f"(j.time_ns + json_extract({_ANCHOR}, '$.utc_ns') - json_extract({_ANCHOR}, '$.time_ns'))"
 VIEW = (
     "CREATE VIEW IF NOT EXISTS journal_utc AS SELECT j.*, "
-    f"{_UTC_NS} AS utc_ns, "
-    f"strftime('%Y-%m-%dT%H:%M:%fZ', {_UTC_NS} / 1e9, 'unixepoch') AS utc "
+    f"{UTC_NS} AS utc_ns, "
+    f"strftime('%Y-%m-%dT%H:%M:%fZ', {UTC_NS} / 1e9, 'unixepoch') AS utc "
     "FROM journal AS j"
 )
 

@@ -23,10 +23,12 @@ by default) when the loop wakes: `bound_gil_wait` lowers it for live processes.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import logging
 import os
 import sqlite3
+import stat
 import sys
 import threading
 import time
@@ -37,7 +39,14 @@ from pathlib import Path
 from typing import Any
 
 from controller import logs
-from controller.engine.journal import Batch, Journal, JournalIOError, JournalStore, connect
+from controller.engine.journal import (
+    Batch,
+    Journal,
+    JournalIOError,
+    JournalRefused,
+    JournalStore,
+    connect,
+)
 from controller.report.bay_report import percentiles
 from controller.shell.journal_clock import anchor as anchor_clock
 
@@ -76,6 +85,9 @@ class Retention:
     low: float = 0.8
     #: rows deleted per transaction (a delete also goes through the WAL)
     chunk: int = 20_000
+    #: the first seq someone still needs (the fleet uplink's unacknowledged rows): rows
+    #: from it on are never deleted, whatever the limits say; None: no one
+    hold: Callable[[], int | None] | None = None
 
 
 class JournalWriter:
@@ -100,6 +112,8 @@ class JournalWriter:
     ) -> None:
         self.journal = journal
         self.path = journal.path
+        #: why the file is not what this writer committed (a journal/io_error row names it)
+        self.tampered: str | None = None
         self.max_rows = max_rows
         self.retention = retention or Retention()
         self.retry_s = retry_s
@@ -227,12 +241,16 @@ class JournalWriter:
                 if batches:
                     t0 = time.perf_counter_ns()
                     store.commit(batches)
+                    if store.tampered is not None and self.tampered != store.tampered:
+                        self.tampered = store.tampered
+                        self._failing(store.tampered)
                     self.commit_ns.append(time.perf_counter_ns() - t0)
                     self.commits += 1
                     self.committed_rows += sum(len(b.rows) for b in batches)
                 if time.monotonic() >= next_check:
                     next_check = time.monotonic() + self.retention.every_s
                     self._retain(store.db)
+                    store.settle()  # our own trimming may shrink the file
             except (JournalIOError, sqlite3.OperationalError) as exc:
                 # a commit, the opening or the retention: the disk said no. A fresh
                 # connection is tried after `retry_s` (one that saw an I/O error may not
@@ -270,7 +288,7 @@ class JournalWriter:
         except BaseException:
             db.close()
             raise
-        return JournalStore(db, self.path)
+        return JournalStore(db, self.path, self.journal.key)
 
     def _done_with(self, batches: list[Batch], committed: bool) -> None:
         for b in batches:
@@ -307,6 +325,8 @@ class JournalWriter:
             self.version = self._health[0]
 
     def _ok(self) -> None:
+        if self.tampered is not None:  # stays raised: the file cannot be trusted again
+            return
         if self._state != "ok":
             self._state = "ok"
             self._health = (self._health[0] + 1, None)
@@ -343,6 +363,9 @@ class JournalWriter:
 
     def _delete_below(self, db: sqlite3.Connection, below: int, reason: str, utc: int) -> None:
         """Delete rows with seq < `below`, a chunk per transaction, and say so in meta."""
+        held = self.retention.hold() if self.retention.hold is not None else None
+        if held is not None:
+            below = min(below, held)
         deleted = 0
         while True:
             lo = db.execute("SELECT MIN(seq) FROM journal").fetchone()[0]
@@ -491,6 +514,43 @@ class WalSyncer:
         }
 
 
+#: The environment variable naming the file whose bytes key the journal's hash chain.
+KEY_ENV = "GOOSECTL_JOURNAL_KEY_FILE"
+
+
+def journal_key(path: str | os.PathLike[str] | None = None) -> bytes | None:
+    """The MAC key of the journal's hash chain: derived (BLAKE2b-256) from the bytes of
+    `path`, else of the file `$GOOSECTL_JOURNAL_KEY_FILE` names; None if neither is given
+    (an unkeyed chain). The file must be a regular file nobody else may read: a key that
+    others can read lets them rewrite the journal undetected. `KeyFileError` otherwise."""
+    where = path if path is not None else os.environ.get(KEY_ENV) or None
+    if where is None:
+        return None
+    try:
+        fd = os.open(where, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise KeyFileError(f"journal key {where}: {exc.strerror}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise KeyFileError(f"journal key {where}: not a regular file")
+        if st.st_mode & 0o077:
+            raise KeyFileError(
+                f"journal key {where}: readable or writable by others "
+                f"(mode {stat.S_IMODE(st.st_mode):04o}; chmod 600 it)"
+            )
+        data = os.read(fd, 1 << 16)
+    finally:
+        os.close(fd)
+    if not data.strip():
+        raise KeyFileError(f"journal key {where}: empty")
+    return hashlib.blake2b(data.strip(), digest_size=32).digest()
+
+
+class KeyFileError(JournalRefused):
+    """The journal key's file cannot be used: says which file and why."""
+
+
 class LiveJournals:
     """The journals of a live controller (`goosectl run`): the bay's (`group`, with its
     writer thread) and the agent's (`step`, fsync on a thread unless `agent_fsync` is
@@ -504,8 +564,9 @@ class LiveJournals:
         queue_rows: int = 65_536,
         agent_fsync: str = "thread",
     ) -> None:
-        self.bay = Journal(bay_path, durability="group") if bay_path else None
-        self.agent = Journal(agent_path, durability="step") if agent_path else None
+        key = journal_key()
+        self.bay = Journal(bay_path, durability="group", key=key) if bay_path else None
+        self.agent = Journal(agent_path, durability="step", key=key) if agent_path else None
         for journal in (self.bay, self.agent):  # monotonic times -> UTC (journal_utc view)
             anchor_clock(journal, "monotonic")
         self.writer = (

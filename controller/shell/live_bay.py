@@ -10,11 +10,27 @@ from collections.abc import Callable
 from typing import Any
 
 from controller import logs
+from controller.agent.effects import Respond, RunTool
 from controller.engine.effects import Alarm, Notify
-from controller.goose.effects import FrameClassified, RxDrops, SendFrame, StreamState
-from controller.logic.core import BayController
-from controller.logic.effects import CommandWithheld, DeviceCommand
+from controller.goose.auth import SecurityEvent
+from controller.goose.effects import (
+    FrameClassified,
+    LgosView,
+    PublisherSides,
+    RxDrops,
+    SendFrame,
+    StreamState,
+)
+from controller.link.effects import LinkEvent
+from controller.logic.core import BayController, BayStep
+from controller.logic.effects import (
+    CommandWithheld,
+    DeviceCommand,
+    InputChanged,
+    ModeChanged,
+)
 from controller.ports import SerialEndpoint
+from controller.report.bay_report import describe
 from controller.shell.goose_live import LiveGoose
 from controller.shell.reflex_live import LiveReflex
 from controller.shell.serial_link import SerialLink
@@ -78,6 +94,26 @@ class BayGooseCore:
         return self._out()
 
 
+#: the reports `run` logs as timeline records (alarms, drops and errors have events of
+#: their own; frames are counted, a frame's refusal shows in the LGOS it changes)
+TIMELINE_TYPES = frozenset(
+    {
+        BayStep,
+        DeviceCommand,
+        CommandWithheld,
+        InputChanged,
+        ModeChanged,
+        LgosView,
+        StreamState,
+        PublisherSides,
+        LinkEvent,
+        Notify,
+        RunTool,
+        Respond,
+    }
+)
+
+
 class Status:
     """Counters and the last latencies, logged every second and at the end (the status
     line, an INFO event of `controller.shell`); alarms raised and cleared, drops and
@@ -112,9 +148,50 @@ class Status:
                 self.counts[f"stream.{e.state}"] += 1
             elif t is RxDrops:
                 self.drops(e)
+            elif t is SecurityEvent:  # rate-limited by the gate: at most one a second
+                self.counts[f"security.{e.reason}"] += e.count
+                logs.event(
+                    log, logging.WARNING, "security",
+                    "security %s: %d frame(s) refused (%s), last key id %s", e.stream,
+                    e.count, e.reason, e.key_id,
+                    stream=e.stream, reason=e.reason, count=e.count, key_id=e.key_id,
+                )  # fmt: skip
             elif t is Notify and e.topic == "error":
                 self.counts["errors"] += 1
                 logs.event(log, logging.ERROR, "error", "%s", e.data)
+            elif t is Notify and e.topic == "link_resync":
+                self.counts["link.resyncs"] += 1
+                d = e.data
+                logs.event(
+                    log, logging.WARNING, "link_resync",
+                    "device link: command sequence resynchronised: the device had run "
+                    "newer commands than seq %s (another controller before this one); "
+                    "%s sent again as seq %s", d["refused"], d["command"], d["resent"],
+                    **d,
+                )  # fmt: skip
+            # (an error Notify is logged as an error above)
+            if (
+                t in TIMELINE_TYPES
+                and log.isEnabledFor(logging.INFO)
+                and not (t is Notify and e.topic == "error")
+            ):
+                self.timeline(e)
+
+    def agent_fault(self, why: str, exc: BaseException) -> None:
+        """The agent layer turned itself off after an error inside it: the `agent` alarm
+        (it stays raised until a restart) and the traceback once, for a bug report."""
+        self.counts["errors"] += 1
+        log.error("agent layer off after an internal error", exc_info=exc)
+        self.alarm("agent", True, f"{why}: agent requests refused, protection unaffected")
+
+    def timeline(self, e: Any) -> None:
+        """What the controller did, as the demo's timeline says it (a trip, a close, a
+        refusal, a withheld command, an input's validity, a mode change): an INFO event
+        `timeline` naming the report's kind (`what`), so `run` tells what it does on
+        stderr and with --log-json, not only in its journal."""
+        text = describe(e)
+        if text is not None:
+            logs.event(log, logging.INFO, "timeline", "%s", text, what=type(e).__name__)
 
     def alarm(self, name: str, active: bool, detail: str = "") -> None:
         """An alarm's state for the status line; a change is logged (raised: WARNING,
@@ -180,6 +257,8 @@ class Status:
             "tx_refused": live.tx_refused,
             "last_us": round(lat / 1000) if lat else 0,
             "counts": dict(self.counts),
+            # the PRP LRE's MIB counters (`--prp native`)
+            **({"prp": live.prp.lre.counters()} if live.prp is not None else {}),
         }
 
     def line(self, f: dict[str, Any] | None = None) -> str:
@@ -189,7 +268,8 @@ class Status:
         lgos = " ".join(f"{k}:{v}" for k, v in f["lgos"].items())
         sim = ",simulation" if f["simulation"] else ""
         return (
-            f"mode={f['mode']}{sim} breaker={f['breaker']} pos={f['position']} "
+            # no position before the device's first report: "unknown", as the breaker says
+            f"mode={f['mode']}{sim} breaker={f['breaker']} pos={f['position'] or 'unknown'} "
             f"link={f['link']} "
             f"streams[{streams}] lgos[{lgos}] alarms[{','.join(f['alarms']) or '-'}] "
             f"frames={f['frames']} drops={f['drops']} "
@@ -229,6 +309,8 @@ class BayLive:
         self.status_every = status_every
         self.on_effects = on_effects
         self._fd: int | None = None
+        #: why reporting was turned off (an error inside it), or None
+        self.reports_off: str | None = None
         self.live.on_output.append(self.serial.write_pending)
         self.live.on_round.append(self._serial_round)
         #: for each frame that made the controller write to the device: ns from the frame
@@ -278,12 +360,33 @@ class BayLive:
         if self.core.reflex is not None:
             self.core.reflex.rearm()  # off the frame path: after the round's outputs
         if self.status_every:
-            self.status.tick(now)
+            try:
+                self.status.tick(now)
+            except Exception as exc:  # isolation: see _reports_failed
+                self._reports_failed(exc)
 
     def _sink(self, effects: list[Any]) -> None:
-        self.status.note(effects)
+        if self.reports_off is None:
+            try:
+                self.status.note(effects)
+            except Exception as exc:  # isolation: see _reports_failed
+                self._reports_failed(exc)
+        else:  # what must still be seen without the reports: alarms, plainly
+            for e in effects:
+                if type(e) is Alarm:
+                    state = "raised" if e.active else "cleared"
+                    log.warning("alarm %s %s %s", e.name, state, e.detail)
         if self.on_effects:
             self.on_effects(effects)
+
+    def _reports_failed(self, exc: Exception) -> None:
+        """An error while reporting (the status line, its counters) turns reporting off,
+        once: the `reports` alarm and the traceback are logged, the loop, GOOSE, the logic
+        and the device link go on. Alarms are still logged, plainly."""
+        self.reports_off = f"{type(exc).__name__}: {exc}"
+        self.status_every = False
+        log.error("reports off after an internal error", exc_info=exc)
+        log.warning("alarm reports: %s: status line off, control unaffected", self.reports_off)
 
     def open_port(self) -> str | None:
         """Open the device port now; None, or why it cannot be opened (a controller that

@@ -22,7 +22,7 @@ from __future__ import annotations
 import ctypes
 import socket
 import struct
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
 from protocols.ethernet.mac import parse_mac
@@ -136,6 +136,32 @@ def goose_program(
             ]
         prog += [Insn(RET_K, 0), Label("accept"), Insn(RET_K, ACCEPT_ALL_BYTES)]
     prog += [Label("drop"), Insn(RET_K, 0)]
+    return prog
+
+
+def capture_program(ethertypes: Collection[int] | None) -> list[Insn | Label]:
+    """What `goosectl capture` keeps: every received frame (``ethertypes`` None), or those
+    of the given EtherTypes, untagged or behind one inline tag; never what this host
+    sent. Any destination: a capture is an observer, like tcpdump."""
+    prog: list[Insn | Label] = [
+        Insn(LD_W_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
+        Insn(JEQ_K, PACKET_OUTGOING, "drop", NEXT),
+    ]
+    if ethertypes is not None:
+        wanted = sorted(set(ethertypes))
+        if not wanted:
+            raise BpfError("capture_program needs at least one EtherType (or None: all)")
+        prog.append(Insn(LD_H_ABS, 12))
+        prog += [Insn(JEQ_K, t, "accept", NEXT) for t in wanted]
+        prog += [
+            Insn(JEQ_K, TPID_CTAG, "tagged", NEXT),
+            Insn(JEQ_K, TPID_STAG, "tagged", "drop"),
+            Label("tagged"),
+            Insn(LD_H_ABS, 16),
+        ]
+        prog += [Insn(JEQ_K, t, "accept", NEXT) for t in wanted]
+        prog.append(Insn(RET_K, 0))
+    prog += [Label("accept"), Insn(RET_K, ACCEPT_ALL_BYTES), Label("drop"), Insn(RET_K, 0)]
     return prog
 
 

@@ -20,6 +20,8 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, NamedTuple
 
+from protocols.files import open_new
+
 LINKTYPE_ETHERNET = 1
 #: Largest captured length accepted per packet (libpcap's own maximum).
 MAX_SNAPLEN = 262_144
@@ -233,14 +235,17 @@ def _read_pcapng(path: str | Path, fh: BinaryIO, magic: bytes) -> Iterator[Captu
 
 
 class PcapWriter:
-    """Classic pcap, little-endian, nanosecond timestamps; deterministic output."""
+    """Classic pcap, little-endian, nanosecond timestamps; deterministic output. The file
+    is created new (`protocols.files.open_new`): an existing file or a planted link at the
+    path is refused, never overwritten."""
 
     def __init__(
         self, path: str | Path, *, linktype: int = LINKTYPE_ETHERNET, snaplen: int = MAX_SNAPLEN
     ) -> None:
         self.path = Path(path)
         self.snaplen = snaplen
-        self._fh: BinaryIO | None = open(self.path, "wb")  # noqa: SIM115 - closed in close()
+        # a new file only, never through a link (FileExistsError names the path)
+        self._fh: BinaryIO | None = open_new(self.path)
         self._fh.write(struct.pack("<IHHiIII", 0xA1B23C4D, 2, 4, 0, 0, snaplen, linktype))
         self.count = 0
 

@@ -61,6 +61,8 @@ class GseControl:
     type: str
     subscribers: list[str]
     node: Node
+    #: `securityEnable` as written (None, Signature, SignatureAndEncryption), None if absent
+    security_enable: str | None = None
 
 
 @dataclass(slots=True, eq=False)

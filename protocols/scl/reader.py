@@ -29,6 +29,9 @@ from protocols.scl.model import (
 )
 from protocols.scl.xmltree import Node
 
+#: the start of the finding for a second IED of a name already used: a config refuses the
+#: file on it (which IED `--ied` means would be a guess)
+SECOND_IED = "a second IED named"
 _MAC = re.compile(r"^[0-9A-Fa-f]{2}([-:][0-9A-Fa-f]{2}){5}$")
 #: Unit multipliers of a duration (SCL's tUnitMultiplierEnum), as factors of a second.
 MULTIPLIER = {"": 1.0, "m": 1e-3, "u": 1e-6, "n": 1e-9, "k": 1e3, "c": 1e-2, "d": 1e-1}
@@ -40,7 +43,8 @@ def read_document(root: Node, source: str, findings: Findings) -> SclDocument:
     seen: dict[str, Ied] = {}
     for ied in ieds:
         if ied.name in seen:
-            findings.add(ied.node, f'a second IED named "{ied.name}" (the first is read)')
+            first = seen[ied.name].node.line
+            findings.add(ied.node, f'{SECOND_IED} "{ied.name}" (the first is on line {first})')
         else:
             seen[ied.name] = ied
     gse = [
@@ -184,6 +188,7 @@ class _Reader:
             type=node.get("type") or "GOOSE",
             subscribers=[n.text for n in node.findall("IEDName") if n.text],
             node=node,
+            security_enable=node.get("securityEnable") or None,
         )
 
     def ext_ref(self, node: Node) -> ExtRef:

@@ -154,6 +154,8 @@ class Scl:
     ieds: dict[str, IedView]
     gocbs: dict[str, GoCB]
     findings: list[SclFinding]
+    #: IEDs of the file read past (`parse_scl(ied=...)` keeps only what one IED needs)
+    unread: frozenset[str] = frozenset()
 
     @property
     def source(self) -> str:
@@ -172,9 +174,13 @@ def _norm(s: str | None) -> str:
 
 
 class _Resolver:
-    def __init__(self, doc: SclDocument, findings: Findings) -> None:
+    def __init__(
+        self, doc: SclDocument, findings: Findings, unread: frozenset[str] = frozenset()
+    ) -> None:
         self.doc = doc
         self.f = findings
+        #: IEDs of the file that were read past (`parse_scl(ied=...)`)
+        self.unread = unread
         self.types = TypeResolver(doc.templates, findings.add)
         self.ieds = {i.name: i for i in doc.ieds}
         #: (IED, access point, ...) -> the access point whose server it reaches (ServerAt)
@@ -226,7 +232,7 @@ class _Resolver:
                     self.ext_ref(view, ld, ln, e)
                 if ln.ln_class == "LGOS":
                     view.lgos.append(self.lgos(ld, ln, gocbs))
-        return Scl(self.doc, views, gocbs, self.f.items)
+        return Scl(self.doc, views, gocbs, self.f.items, self.unread)
 
     # -- control blocks ---------------------------------------------------------------------
 
@@ -270,7 +276,8 @@ class _Resolver:
             return
         src = self.ieds.get(e.ied_name or "")
         if src is None:
-            self.f.add(e.node, f'iedName "{e.ied_name}": no such IED in this file')
+            if e.ied_name not in self.unread:  # an IED of the file left unread is no error
+                self.f.add(e.node, f'iedName "{e.ied_name}": no such IED in this file')
             view.other_bound.append(e)
             return
         if e.src_cb_name:
@@ -369,5 +376,7 @@ def _lns(ied: Ied) -> Iterator[tuple[AccessPoint, LDevice, LN]]:
                 yield ap, ld, ln
 
 
-def resolve(doc: SclDocument, findings: Findings) -> Scl:
-    return _Resolver(doc, findings).run()
+def resolve(doc: SclDocument, findings: Findings, unread: frozenset[str] = frozenset()) -> Scl:
+    """`unread`: IEDs the file has but the reader read past: ExtRefs naming them are left
+    unresolved without a finding (they are inputs of an IED nobody asked about)."""
+    return _Resolver(doc, findings, unread).run()

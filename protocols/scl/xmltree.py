@@ -53,6 +53,9 @@ SKIP = frozenset(
         "SMV",
     }
 )
+#: Elements that belong to one IED, by the attribute that names it: read past for an IED
+#: that is not kept (`parse_tree(ieds=...)`).
+_PER_IED = {"IED": "name", "ConnectedAP": "iedName"}
 #: Elements whose text content the reader uses.
 TEXT = frozenset({"P", "MinTime", "MaxTime", "Val", "IEDName"})
 #: Instance data (DOI/SDI/DAI) is kept only inside these LN classes (LGOS: GoCBRef).
@@ -140,12 +143,17 @@ class _Builder:
     xml.etree's per-element name fixing, which costs a third of the parse.
     """
 
-    def __init__(self, expat: XMLParserType) -> None:
+    def __init__(self, expat: XMLParserType, ieds: frozenset[str] | None = None) -> None:
         self.expat = expat
         self.stack: list[Node] = []
         self.root: Node | None = None
         self.skip = 0
         self.text: list[str] | None = None
+        #: the IEDs to keep (None: all); the others' IED and ConnectedAP subtrees are read
+        #: past like `SKIP`, so memory follows what is kept, not the file
+        self.ieds = ieds
+        #: the name of every IED in the document, kept or not, in order
+        self.names: list[str] = []
 
     def start(self, tag: str, attrs: list[str]) -> None:
         if tag.startswith(_NS_PREFIX):
@@ -160,6 +168,9 @@ class _Builder:
         if local in SKIP or (
             local == "DOI" and (parent is None or parent.attrib.get("lnClass") not in DOI_KEPT_IN)
         ):
+            self._skip_subtree()
+            return
+        if local in _PER_IED and self._other_ied(local, attrs):
             self._skip_subtree()
             return
         attrib = {}
@@ -183,6 +194,14 @@ class _Builder:
             node.text = "".join(self.text).strip()
             self.text = None
             self.expat.CharacterDataHandler = None
+
+    def _other_ied(self, local: str, attrs: list[str]) -> bool:
+        """Is this an IED (or a ConnectedAP of one) that is not to be kept?"""
+        key = _PER_IED[local]
+        name = next((attrs[i + 1] for i in range(0, len(attrs), 2) if attrs[i] == key), "")
+        if local == "IED":
+            self.names.append(name)
+        return self.ieds is not None and name not in self.ieds
 
     # A skipped subtree swaps in two minimal handlers until it closes: most elements of
     # a large SCD (instance values, vendor data) cost one counter step each way.
@@ -209,13 +228,23 @@ class _NoTree:
         return None
 
 
-def parse_tree(stream: BinaryIO, source: str) -> Node:
-    """Parse an SCL document from a binary stream; raises `SclError` naming file and line."""
+def parse_tree(stream: BinaryIO, source: str, ieds: frozenset[str] | None = None) -> Node:
+    """Parse an SCL document from a binary stream; raises `SclError` naming file and line.
+
+    `ieds`: keep only these IEDs (their `IED` and `ConnectedAP` elements; everything else
+    as usual)."""
+    return parse_tree_names(stream, source, ieds)[0]
+
+
+def parse_tree_names(
+    stream: BinaryIO, source: str, ieds: frozenset[str] | None = None
+) -> tuple[Node, list[str]]:
+    """`parse_tree`, and the name of every IED in the document (kept or not)."""
     parser = DefusedXMLParser(
         target=_NoTree(), forbid_dtd=True, forbid_entities=True, forbid_external=True
     )
     expat = parser.parser  # the expat parser under xml.etree's XMLParser (as defusedxml uses)
-    builder = _Builder(expat)
+    builder = _Builder(expat, ieds)
     expat.StartElementHandler = builder.start
     expat.EndElementHandler = builder.end
     expat.CharacterDataHandler = None  # text is collected only inside TEXT elements
@@ -238,4 +267,4 @@ def parse_tree(stream: BinaryIO, source: str) -> Node:
     if root is None or root.tag != "SCL":
         found = root.tag if root is not None else "a root element outside the SCL namespace"
         raise SclError(source, 1, f"not an SCL file: the root element is {found}, not SCL")
-    return root
+    return root, builder.names

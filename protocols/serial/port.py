@@ -13,6 +13,7 @@ import contextlib
 import errno
 import fcntl
 import os
+import stat
 import termios
 import tty
 from dataclasses import dataclass, field
@@ -108,7 +109,7 @@ def open_serial(
             **({"exclusive": True} if exclusive and device else {}),
         )
     except (serial.SerialException, ValueError) as exc:
-        holder = lock_holder(url) if exclusive and device else None
+        holder = port_holder(url) if exclusive and device else None
         if holder is not None:
             raise PortError(
                 errno.EBUSY, f"serial port {url!r} is in use by process {holder}"
@@ -116,11 +117,92 @@ def open_serial(
         code = getattr(exc, "errno", None) or 0
         reason = os.strerror(code) if code else str(exc)
         raise PortError(code, f"cannot open serial port {url!r}: {reason}") from exc
-    if exclusive and device:
-        # a lock only other lockers see; TIOCEXCL also refuses plain opens (not root's)
+    if exclusive and device and not _pty_slave(port.fileno()):
+        # a lock only other lockers see; TIOCEXCL also refuses plain opens (not root's).
+        # Not on a pty: its other end (the simulator) keeps the slave open, so the tty is
+        # never closed for the last time and the exclusive bit outlives the controller
+        # that set it, even one that was killed: every later controller of an
+        # unprivileged user would be refused "busy" until the simulator restarts. The
+        # flock, which the kernel drops with its holder, is the lock there.
         with contextlib.suppress(OSError, AttributeError):
             fcntl.ioctl(port.fileno(), termios.TIOCEXCL)
     return port
+
+
+#: character-device majors of Unix98 pty slaves (/dev/pts/N), Documentation/admin-guide/devices.txt
+_PTY_SLAVE_MAJORS = range(136, 144)
+
+
+def _pty_slave(fd: int) -> bool:
+    try:
+        st = os.fstat(fd)
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISCHR(st.st_mode) and os.major(st.st_rdev) in _PTY_SLAVE_MAJORS
+
+
+def port_holder(path: str | os.PathLike[str]) -> int | None:
+    """The pid of a process that holds the serial port `path`: the holder of its flock
+    (another goosectl), else a process of ours with it open (a terminal program that set
+    TIOCEXCL takes no flock); None when none can be seen."""
+    holder = lock_holder(path)
+    return holder if holder is not None else _opener(path)
+
+
+def _opener(path: str | os.PathLike[str]) -> int | None:
+    """A process other than this one with the character device `path` open (from
+    /proc/PID/fd; other users' processes cannot be read, and are skipped). The process
+    holding a pty's master (the simulator keeps its slave open too) is its owner, not a
+    holder."""
+    try:
+        rdev = os.stat(path).st_rdev
+        pids = [int(p) for p in os.listdir("/proc") if p.isdigit()]
+    except OSError:
+        return None
+    major = os.major(rdev)
+    pty_index = (major - 136) * 256 + os.minor(rdev) if major in _PTY_SLAVE_MAJORS else None
+    me = os.getpid()
+    for pid in sorted(pids):
+        if pid == me:
+            continue
+        opens, owns = _fds_of(pid, rdev, pty_index)
+        if opens and not owns:
+            return pid
+    return None
+
+
+def _fds_of(pid: int, rdev: int, pty_index: int | None) -> tuple[bool, bool]:
+    """(has the device `rdev` open, holds the master of pty `pty_index`)."""
+    opens = owns = False
+    try:
+        fds = os.listdir(f"/proc/{pid}/fd")
+    except OSError:
+        return False, False
+    for fd in fds:
+        try:
+            st = os.stat(f"/proc/{pid}/fd/{fd}")
+        except OSError:
+            continue
+        if not stat.S_ISCHR(st.st_mode):
+            continue
+        if st.st_rdev == rdev:
+            opens = True
+        elif pty_index is not None and os.major(st.st_rdev) == 5 and os.minor(st.st_rdev) == 2:
+            owns = owns or _ptmx_index(pid, fd) == pty_index
+    return opens, owns
+
+
+def _ptmx_index(pid: int, fd: str) -> int | None:
+    """The pty index of a /dev/ptmx descriptor (its fdinfo's `tty-index`)."""
+    try:
+        info = Path(f"/proc/{pid}/fdinfo/{fd}").read_text()
+    except OSError:
+        return None
+    for line in info.splitlines():
+        if line.startswith("tty-index:"):
+            with contextlib.suppress(ValueError):
+                return int(line.split(":", 1)[1])
+    return None
 
 
 def lock_holder(path: str | os.PathLike[str]) -> int | None:
@@ -132,10 +214,12 @@ def lock_holder(path: str | os.PathLike[str]) -> int | None:
     except OSError:
         return None
     want = f"{os.major(st.st_dev):02x}:{os.minor(st.st_dev):02x}:{st.st_ino}"
+    found: dict[str, int] = {}
     for line in table.splitlines():
         fields = line.split()
         # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (blocked waiters have "->")
         if len(fields) >= 6 and "->" not in fields and fields[5] == want:
             with contextlib.suppress(ValueError):
-                return int(fields[4])
-    return None
+                found.setdefault(fields[1], int(fields[4]))
+    # a flock first: an SQLite file's POSIX locks may be held by a mere reader
+    return found.get("FLOCK", next(iter(found.values()), None))

@@ -65,8 +65,14 @@ def test_agent_commands_against_the_demo(tmp_path):
         assert hist[0]["event"] == "request"
         bad = agent(sock, "run", "isolate", "bay")
         assert bad.returncode == 2 and "not key=value" in bad.stderr
+        # a refusal is a user mistake: one line on stderr, exit 2, nothing on stdout
         refused = agent(sock, "confirm", "s9")
-        assert refused.returncode == 1 and "no session 's9'" in refused.stdout
+        assert refused.returncode == 2 and refused.stdout == ""
+        assert refused.stderr == "goosectl: agent confirm s9: no session 's9'\n"
+        unknown = agent(sock, "run", "nosuch")
+        assert unknown.returncode == 2 and unknown.stdout == ""
+        assert unknown.stderr.startswith("goosectl: agent run nosuch: ")
+        assert len(unknown.stderr.splitlines()) == 1
     finally:
         demo.terminate()
         demo.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits

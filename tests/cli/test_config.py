@@ -59,7 +59,9 @@ def test_a_controller_config_gives_goose_commands_its_goose_section() -> None:
 @pytest.mark.parametrize("config", ["flat.yaml", "nested.yaml", str(BAY), str(GOOSE_FLAT)])
 @pytest.mark.parametrize("device", [[], ["--device", "sim"]], ids=["goose", "device-sim"])
 def test_replay_takes_any_config_with_and_without_device_sim(files, capsys, config, device) -> None:
-    assert cli.main(["replay", str(CAP), "--config", config, *device]) == 0
+    # the F650's sqNum reset is an anomaly (exit 1) wherever the config subscribes it
+    f650 = not device and config not in (str(BAY), str(GOOSE_FLAT))
+    assert cli.main(["replay", str(CAP), "--config", config, *device]) == (1 if f650 else 0)
     out = capsys.readouterr()
     assert "Extra inputs" not in out.err
     assert "final bay state" in out.out if device else "streams:" in out.out

@@ -113,6 +113,17 @@ MISTAKES = [
         ["demo", "--out", "busy"],
         r"--out busy: already holds journal\.sqlite: each demo needs a new or empty folder",
     ),
+    Mistake(
+        "demo --out under a missing folder",
+        ["demo", "--in-memory", "--out", "typo/deeper/run1"],
+        r"--out typo/deeper/run1: its parent folder typo/deeper does not exist",
+    ),
+    # -- an option that does not apply
+    Mistake(
+        "replay --device sim --speed",
+        ["replay", str(CAP), "--device", "sim", "--speed", "2"],
+        r"--speed: replay --device sim runs in virtual time only",
+    ),
     # -- the wrong type of file
     Mistake("decode a YAML", ["decode", str(TABLE)], r"breaker\.yaml: .*neither pcap nor pcapng"),
     Mistake("replay a YAML", ["replay", str(TABLE)], r"breaker\.yaml: .*neither pcap nor pcapng"),
@@ -456,3 +467,18 @@ def test_two_demos_started_in_the_same_second_never_share_a_folder(tmp_path) -> 
     journals = [_rows(tmp_path / f / "journal.sqlite") for f in folders]
     assert len(journals[0]) > 500
     assert journals[0] == journals[1]
+
+
+def test_bench_live_as_a_user_is_refused_before_anything_is_measured(tmp_path) -> None:
+    """`bench --live` needs root; as a user it used to measure the in-process trips and
+    the pty floor first, and only then refuse: the refusal is the one thing said."""
+    setpriv = shutil.which("setpriv")
+    _require(setpriv is not None, "needs setpriv (util-linux) to run as another user")
+    prefix: tuple[str, ...] = ()
+    if os.geteuid() == 0:
+        prefix = (setpriv or "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
+    tmp_path.chmod(0o777)
+    done = run("bench", "--live", "--samples", "200", cwd=tmp_path, prefix=prefix)
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == "goosectl: --live needs root (network namespaces, raw sockets)\n"
+    assert list(tmp_path.iterdir()) == []  # no histogram, no table

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import socket
 import subprocess
 from functools import partial
@@ -136,7 +137,7 @@ def test_run_with_log_json_writes_its_status_lines_as_records(tmp_path, sim) -> 
     events = [json.loads(line)["event"] for line in out.splitlines()]
     assert events == ["running", "stopped"], err
     records = _records(err)
-    status = [x for x in records if x["logger"] == "controller.shell" and x["level"] == "info"]
+    status = [x for x in records if x.get("event") == "status"]
     assert len(status) >= 2, records  # one a second
     assert all("breaker" in x["message"] or "streams[" in x["message"] for x in status), status
     last = status[-1]
@@ -234,3 +235,37 @@ def test_a_disabled_debug_call_formats_nothing_and_makes_no_record(capsys) -> No
         assert "goosectl: debug: controller.goose: frame costly" in capsys.readouterr().err
     finally:
         root.removeHandler(spy)
+
+
+def _mode(tmp_path, *args: str) -> None:
+    done = goosectl("mode", *args, "--control", str(tmp_path / "ctl.sock"), check=False)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("as_json", [False, True], ids=["plain", "log-json"])
+def test_run_tells_what_it_does_as_timeline_records(tmp_path, sim, as_json) -> None:
+    """`run` says on stderr what the demo's timeline says (here: a mode change), as log
+    records: plain ``goosectl: mode ...`` lines, or `timeline` JSON objects; Ctrl-C
+    (SIGINT) ends it with 130."""
+    proc = run_for(tmp_path, sim.port, "60", *(["--log-json"] if as_json else []))
+    err = Lines(proc.stderr)
+    try:
+        wait_running(proc)
+        _mode(tmp_path, "test")
+        if as_json:
+            rec = err.wait_for_json(
+                lambda r: r.get("event") == "timeline" and "mode" in r["message"],
+                "the mode change's record",
+            )
+            assert rec["level"] == "info" and rec["what"] == "ModeChanged", rec
+            assert rec["message"] == "mode     test, simulation off (control socket)", rec
+        else:
+            err.wait_for(
+                lambda line: line == "goosectl: mode     test, simulation off (control socket)",
+                "the mode change's line",
+            )
+    finally:
+        proc.send_signal(signal.SIGINT)
+    assert proc.wait(timeout=60) == 130
+    # before the device's first report the status line says so, never "pos=None"
+    assert not [x for x in err.all() if "pos=None" in x]

@@ -72,6 +72,7 @@ class Controller:
         name: str = "ctl",
         state: Path | None = None,
         control: Path | None = None,
+        journal: Path | None = None,
         env: dict[str, str] | None = None,
         preexec_fn: Callable[[], None] | None = None,
         expect_running: bool = True,
@@ -98,6 +99,8 @@ class Controller:
         ]
         if control is not False:
             args += ["--control", str(self.sock)]
+        if journal is not None:
+            args += ["--journal", str(journal)]
         self.proc = start_run(port, *args, env={**os.environ, **(env or {})}, preexec_fn=preexec_fn)
         self.out = Lines(self.proc.stdout)
         self.err = Lines(self.proc.stderr)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from tests.support.peers import REPO
@@ -82,9 +83,16 @@ def _cell(text: str) -> str:
 
 
 def config_md() -> str:
+    import json
+
+    import controller
     from controller.config.bay import ControllerConfig
 
-    schema = ControllerConfig.model_json_schema()
+    # a packaged default is a path into the installed package: shown as such
+    where = str(Path(controller.__file__).resolve().parent)
+    schema = json.loads(
+        json.dumps(ControllerConfig.model_json_schema()).replace(where, "<package controller>")
+    )
     defs = schema.get("$defs", {})
     lines = [
         "# Configuration reference",

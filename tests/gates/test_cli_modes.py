@@ -52,7 +52,12 @@ def test_mode_and_status_against_a_serving_demo(tmp_path):
         assert st["mode"] == "on" and st["simulation"] is False
         assert [v["stream"] for v in st["lgos"]] == ["prot", "bay2-cilo", "scada"]
         # (the scenario is over: its streams go silent and are lost as virtual time runs)
-        assert st["lgos"][0]["refused"] == {"simulation": 16}
+        # the test set's simulated frames, and the scenario's two forged trips (IEC 62351-6)
+        assert st["lgos"][0]["refused"] == {
+            "simulation": 16,
+            "auth_unsigned": 1,
+            "auth_bad_mac": 1,
+        }
         assert set(st["inputs"]) == {"prot", "scada", "bay2-cilo"}
         text = goosectl("status", "--control", str(sock)).stdout
         assert text.startswith("mode on, simulation off; breaker breaker_failure")
@@ -96,7 +101,7 @@ def test_mode_without_a_controller_says_so(tmp_path):
 def test_replay_json_shows_lgos_changes(tmp_path):
     goosectl("demo", "--in-memory", "--out", str(tmp_path / "d"))
     r = goosectl("replay", str(tmp_path / "d" / "scenario.pcap"), "--json", check=False)
-    assert r.returncode == 0, r.stderr
+    assert r.returncode == 1, r.stderr  # the scenario's faults are anomalies
     lines = [json.loads(x) for x in r.stdout.splitlines()]
     lgos = [(x["stream"], x["St"], x["ErrSt"]) for x in lines if x.get("event") == "lgos"]
     # observer mode: every stream is a subscription; bay 2's is lost and comes back
@@ -106,7 +111,7 @@ def test_replay_json_shows_lgos_changes(tmp_path):
         ("BAY2LD0/LLN0$GO$cilo", False, "lost"),
         ("BAY2LD0/LLN0$GO$cilo", True, "none"),
     ]
-    refused = [x for x in lines if x.get("refused")]
+    refused = [x for x in lines if "frame" in x and x.get("refused")]
     assert refused and {x["refused"] for x in refused} == {"simulation"}
     assert all(x["simulated"] for x in refused)
 
@@ -122,4 +127,4 @@ def test_replay_device_sim_in_each_mode(tmp_path):
     assert "CLOSE sent" not in blocked and "TRIP sent" not in blocked
     assert "0.500 s  device   CLOSE withheld (request): mode test-blocked" in blocked
     off = goosectl("replay", cap, "--device", "sim", "--mode", "off").stdout
-    assert "CLOSE sent" not in off and off.rstrip().endswith("frames in 411, out 0")
+    assert "CLOSE sent" not in off and off.rstrip().endswith("frames in 414, out 0")  # 3 forged

@@ -42,11 +42,14 @@ def start_listener(ns, *args: str) -> tuple[subprocess.Popen, Lines]:
 
 
 def stop_listener(proc: subprocess.Popen, out: Lines) -> list[dict]:
-    """SIGTERM (listen stops, prints its counters, exits 0); every JSON line it printed."""
+    """SIGTERM (listen stops, prints its anomalies and counters, exits 1 if it found any
+    anomaly, else 0); every JSON line it printed."""
     proc.terminate()
     proc.wait(timeout=60)
-    assert proc.returncode == 0, proc.stderr.read()
-    return [json.loads(x) for x in out.all()]
+    lines = [json.loads(x) for x in out.all()]
+    (report,) = [x for x in lines if x.get("event") == "anomalies"]
+    assert proc.returncode == (1 if report["count"] else 0), proc.stderr.read()
+    return lines
 
 
 def side_is(side: str, state: str):
@@ -152,6 +155,8 @@ def test_our_publisher_to_libiec61850_subscriber():
                 "--max-time",
                 "200",
                 "--json",
+                "--duration",  # publish runs until Ctrl-C or this, stdin closed or not
+                "5",
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
@@ -247,6 +252,7 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
         out.wait_for_json(side_is("A", "valid"), "side A recovered (valid after lost)")
         lines = stop_listener(listener, out)  # the listener stops while the publisher runs
         p.stdin.close()
+        p.terminate()  # publish runs until told to stop
         p.wait(timeout=10)
     delivered = [x["stNum"] for x in lines if x.get("class") in ("first", "new_state")]
     assert delivered == list(range(1, 8))  # every state exactly once, none lost

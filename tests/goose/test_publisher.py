@@ -160,3 +160,15 @@ def test_a_muted_publisher_sends_nothing_and_keeps_counting():
         nxt = frames(hub.advance(hub.next_deadline()))
     fr = decode_frame(nxt[0].data)
     assert fr.st_num == 2 and fr.sq_num > 0  # the state published while muted, repeated
+
+
+def test_a_stnum_jump_wraps_as_stnum_does() -> None:
+    from controller.goose.publisher_actions import U32_MAX, next_num, skip_num
+
+    for n in (0, 1, 7, U32_MAX - 3, U32_MAX):
+        for by in (1, 2, 5, 100):
+            expected = n
+            for _ in range(by):
+                expected = next_num(expected)
+            assert skip_num(n, by) == expected, (n, by)
+    assert skip_num(9, 0) == 9

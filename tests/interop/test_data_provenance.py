@@ -25,7 +25,9 @@ def _table(folder: Path) -> dict[str, tuple[int, str]]:
     return rows
 
 
-@pytest.mark.parametrize("folder", [CAPTURES, SCL], ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "folder", [CAPTURES, SCL, CAPTURES.parent / "rgoose"], ids=lambda p: p.name
+)
 def test_every_data_file_matches_its_provenance_row(folder: Path) -> None:
     table = _table(folder)
     files = sorted(p.name for p in folder.iterdir() if p.name != "PROVENANCE.md")

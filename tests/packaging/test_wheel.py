@@ -31,7 +31,7 @@ PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))
 
 def _data_files() -> set[str]:
     """Every non-Python file the packages hold in git's view of the tree (tables,
-    procedures, default configs, specs, py.typed)."""
+    procedures, default configs, specs, py.typed, the web page's HTML, CSS and module)."""
     listed = subprocess.run(
         ["git", "ls-files", "--", *PACKAGES],
         cwd=REPO,
@@ -39,7 +39,8 @@ def _data_files() -> set[str]:
         text=True,
         check=True,
     ).stdout.split()
-    return {p for p in listed if Path(p).suffix in (".yaml", ".md", ".typed")}
+    suffixes = (".yaml", ".md", ".typed", ".html", ".css", ".js")
+    return {p for p in listed if Path(p).suffix in suffixes}
 
 
 @pytest.fixture(scope="module")
@@ -70,6 +71,7 @@ def test_the_wheel_carries_every_table_procedure_default_and_py_typed(wheel) -> 
     assert {f"{p}/py.typed" for p in PACKAGES} <= expected  # committed, so shipped
     assert "controller/config/defaults/bay1.yaml" in expected
     assert "controller/agent/procedures/isolate.yaml" in expected
+    assert "controller/web/static/app.js" in expected
     assert sorted(expected - names) == []
 
 
@@ -111,7 +113,8 @@ def test_commands_work_without_scapy() -> None:
     assert decoded.returncode == 0, decoded.stderr
     assert len(decoded.stdout.splitlines()) == 8
     replayed = goosectl_without_scapy("replay", cap, "--quiet")
-    assert replayed.returncode == 0 and "streams:" in replayed.stdout, replayed.stderr
+    # 1: the F650's sqNum reset is an anomaly
+    assert replayed.returncode == 1 and "streams:" in replayed.stdout, replayed.stderr
     checked = goosectl_without_scapy("config", "check", str(REPO / "examples/controller/bay1.yaml"))
     assert checked.returncode == 0 and ": ok: " in checked.stdout, checked.stderr
     version = goosectl_without_scapy("--version")

@@ -131,3 +131,36 @@ def test_cli_errors_exit_2_naming_the_ieds():
     r = goosectl("demo", "--in-memory", "--config", str(SCD), check=False)
     assert r.returncode == 2
     assert "which IED? give --ied NAME (IEDs: PROT1, BAY2, SCADA1, GCTL1)" in r.stderr
+
+
+def _secured_scd(tmp_path, value: str):
+    """The demo SCD with the protection trip's GSEControl declaring securityEnable."""
+    text = SCD.read_text()
+    marker = '<GSEControl name="trip"'
+    assert marker in text
+    path = tmp_path / "secured.scd"
+    path.write_text(text.replace(marker, f'{marker} securityEnable="{value}"', 1))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("value", "auth"),
+    [("Signature", "required"), ("SignatureAndEncryption", "required"), ("None", "off")],
+)
+def test_security_enable_sets_the_subscription_policy(tmp_path, value, auth):
+    cfg = load_config(_secured_scd(tmp_path, value), ControllerConfig, "GCTL1")
+    prot, cilo, _ = cfg.goose.subscriptions
+    assert prot.auth == auth
+    assert cilo.auth == "off"  # no securityEnable: the overlay decides, default off
+
+
+def test_an_overlay_may_not_weaken_what_the_scl_says(tmp_path):
+    scd = _secured_scd(tmp_path, "Signature")
+    overlay = tmp_path / "bay.yaml"
+    overlay.write_text(
+        f"scl: {{file: {scd}, ied: GCTL1}}\ngoose:\n  subscriptions:\n"
+        "    - {gocb_ref: 'PROT1LD0/LLN0$GO$trip', auth: 'off'}\n"
+        "    - {gocb_ref: 'BAY2LD0/LLN0$GO$cilo', auth: required}\n"
+    )
+    with pytest.raises(ConfigError, match=r"subscriptions\.0\.auth: set by the SCL"):
+        load_config(overlay, ControllerConfig)

@@ -40,13 +40,15 @@ def test_publish_and_listen_from_the_scd_and_the_wire_check_live():
                 "--ied",
                 "BAY2",
                 "--json",
+                "--duration",  # publish runs until Ctrl-C or this, stdin closed or not
+                "3",
             ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
         )
-        # bay 2 enables closing: one new state, then stdin ends and the burst runs out
+        # bay 2 enables closing: one new state, then stdin ends; heartbeats until --duration
         _, err = p.communicate('[{"type": "boolean", "value": true}]\n', timeout=60)
         assert p.returncode == 0, err
         out.wait_for_json(

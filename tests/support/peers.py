@@ -40,15 +40,25 @@ def require_tshark() -> str:
     return path or ""
 
 
+#: where administration tools (tc, ip) live when a user's PATH leaves them out: a plain
+#: user's PATH on Debian has no sbin, yet the tools are there and run (as root)
+SYSTEM_BIN = ("/usr/sbin", "/sbin")
+
+
+def find_binary(name: str) -> str | None:
+    """`name` on PATH, or else in /usr/sbin or /sbin."""
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(SYSTEM_BIN))
+
+
 def require_binary(name: str, package: str) -> str:
-    path = shutil.which(name)
+    path = find_binary(name)
     _require(path is not None, f"{name} is not installed (Debian package {package})")
     return path or ""
 
 
 def require_root() -> None:
     _require(os.geteuid() == 0, "needs root for network namespaces and raw sockets")
-    _require(shutil.which("ip") is not None, "needs iproute2 (`ip`) for namespaces")
+    _require(find_binary("ip") is not None, "needs iproute2 (`ip`) for namespaces")
 
 
 def require_iec61850():

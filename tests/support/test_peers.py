@@ -38,3 +38,15 @@ def test_a_missing_binary_fails_in_ci(monkeypatch) -> None:
     monkeypatch.setenv("GOOSECTL_REQUIRE_PEERS", "1")
     with pytest.raises(pytest.fail.Exception, match=r"no-such-peer.*Debian package nope"):
         peers.require_binary("no-such-peer", "nope")
+
+
+def test_a_tool_in_sbin_is_found_when_path_leaves_sbin_out(monkeypatch, tmp_path) -> None:
+    sbin = tmp_path / "sbin"
+    sbin.mkdir()
+    tool = sbin / "tc"
+    tool.write_text("#!/bin/sh\n")
+    tool.chmod(0o755)
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setattr(peers, "SYSTEM_BIN", (str(tmp_path / "usr-sbin"), str(sbin)))
+    monkeypatch.delenv("GOOSECTL_REQUIRE_PEERS", raising=False)
+    assert peers.require_binary("tc", "iproute2") == str(tool)

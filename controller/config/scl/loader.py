@@ -25,6 +25,7 @@ what the SCL gives. An overlay entry for a subscription or publisher names it by
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +51,9 @@ from protocols.goose import (
     to_json,
 )
 from protocols.scl import Binding, GoCB, IedView, Scl, SclError, load_scl
+from protocols.scl.reader import SECOND_IED
+
+log = logging.getLogger(__package__)
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -95,6 +99,11 @@ SCL_FIELDS = {
         }
     ),
 }
+
+
+#: `GSEControl@securityEnable` -> a subscription's `auth` (IEC 62351-6): a signed stream
+#: is required to verify; where the SCL says nothing, the overlay decides
+SECURITY_ENABLE = {"None": "off", "Signature": "required", "SignatureAndEncryption": "required"}
 
 
 class SclConfigError(Exception):
@@ -171,6 +180,9 @@ def subscription(g: GoCB) -> dict[str, Any]:
         out["dat_set"] = g.dat_set_ref
     if g.conf_rev is not None:
         out["conf_rev"] = g.conf_rev
+    security = SECURITY_ENABLE.get(g.control.security_enable or "")
+    if security is not None:
+        out["auth"] = security
     if a.vlan_id:
         out["vlan"] = a.vlan_id
     if g.shape is not None:
@@ -359,11 +371,44 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
 # -- loading ---------------------------------------------------------------------------
 
 
-def read_scl(path: Path) -> Scl:
+def read_scl(path: Path, ied: str | None = None) -> Scl:
+    """The SCL file a config is built from (`ied`: only what that IED needs,
+    `protocols.scl.parse_scl`); two IEDs of one name are an error naming both lines,
+    since `--ied NAME` would pick one of them by a rule the user never sees."""
     try:
-        return load_scl(path)
+        scl = load_scl(path, ied)
     except SclError as exc:
         raise SclConfigError(str(exc)) from exc
+    for f in scl.findings:
+        if f.message.startswith(SECOND_IED):
+            raise SclConfigError(
+                f"{f.source}:{f.line}: {f.message}: IED names must be unique in an SCL file"
+            )
+    return scl
+
+
+def warn_no_inputs(scl: Scl, view: IedView) -> None:
+    """A warning when the chosen IED subscribes to nothing: a controller (or listener)
+    built from it has no inputs, which is nearly always the wrong `--ied`. It names the
+    IED's role (its description) and the IEDs that do subscribe."""
+    if view.bindings:
+        return
+    role = f" ({view.ied.desc})" if view.ied.desc else ""
+    others = ", ".join(n for n, v in scl.ieds.items() if v.bindings) or "none"
+    tail = f"IEDs that subscribe: {others}"
+    if scl.unread:  # read for this IED alone: the others' subscriptions were never built
+        tail = (
+            f"the file was read for {view.name} alone, its other IEDs "
+            f"({', '.join(sorted(scl.unread))}) not: `goosectl scl show` tells which subscribe"
+        )
+    log.warning(
+        "%s: IED %s%s subscribes to no GOOSE stream: the config has no subscriptions and "
+        "no inputs (%s)",
+        scl.source,
+        view.name,
+        role,
+        tail,
+    )
 
 
 def validate(model: type[M], data: dict[str, Any], source: str, line_of: LineOf | None) -> M:
@@ -376,9 +421,11 @@ def validate(model: type[M], data: dict[str, Any], source: str, line_of: LineOf 
 
 def load_scl_config(path: Path, model: type[M], ied: str | None) -> M:
     """An SCL file used directly as `--config` with `--ied NAME`."""
-    scl = read_scl(path)
+    scl = read_scl(path, ied)
     data, _notes = config_data(scl, ied)
-    return validate(model, data, f"{path} (IED {pick_ied(scl, ied).name})", None)
+    view = pick_ied(scl, ied)
+    warn_no_inputs(scl, view)
+    return validate(model, data, f"{path} (IED {view.name})", None)
 
 
 def load_overlay(
@@ -399,7 +446,7 @@ def load_overlay(
         if not Path(ref["file"]).is_absolute()
         else Path(ref["file"])
     )
-    scl = read_scl(scl_path)
+    scl = read_scl(scl_path, ied or ref.get("ied"))
     base, _notes = config_data(scl, ied or ref.get("ied"))
     rest = {k: v for k, v in overlay.items() if k != "scl"}
     if "goose" not in model.model_fields and "goose" not in rest:
@@ -494,7 +541,7 @@ def _merge_streams(
         for k, v in entry.items():
             if k == "gocb_ref":
                 continue
-            if k in SCL_FIELDS[kind]:
+            if k in SCL_FIELDS[kind] or (k == "auth" and "auth" in target):
                 errors.append(
                     f"{src}:{line_of(('goose', kind, i, k))}: goose.{kind}.{i}.{k}: set by the "
                     f"SCL ({target.get(k)!r}); an overlay only adds what SCL cannot say"

@@ -157,6 +157,12 @@ def _plain(v: Any) -> Any:
 
 def _fmt(name: str, values: list) -> str:
     def one(v: Any) -> str:
+        if name in ("vlanId", "vlanPriority") and v is None:
+            return "untagged"  # a frame without an 802.1Q tag, not a missing value
+        if v is None:
+            return "absent"  # an optional field (goID) the frame does not carry
+        if isinstance(v, (list, tuple, frozenset, set)):  # the values the SCL allows
+            return " or ".join(one(x) for x in sorted(v))
         if name == "appid" and isinstance(v, int):
             return f"0x{v:04x}"
         if isinstance(v, bytes):

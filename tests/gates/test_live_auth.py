@@ -1,0 +1,197 @@
+"""IEC 62351-6 on real frames: `goosectl run`'s live shell over a veth pair, the protection
+trip subscribed with `auth: required`. A test peer in the other namespace publishes the
+trip stream signed (goosectl's own publisher, key 7) and sends forgeries of a trip built as
+a forger would (the right addresses, APPID, gocbRef, confRev and the next stNum): none of
+them trips the breaker, each is counted under its reason; the genuine signed trip trips.
+Needs root.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab.netns import netlab
+from tests.goose.keyfiles import S, write_keys
+from tests.support.peers import require_root
+
+pytestmark = pytest.mark.root
+
+SECRET = bytes(range(1, 33))
+
+PEER = """
+import select, sys, time
+from controller.config.goose import GooseConfig
+from controller.config.keys import load_keys
+from controller.demo.scenario import CILO, PROT, SCADA, publishers_config
+from controller.goose.hub import GooseHub
+from protocols.ethernet.rawsock import RawSocket
+from protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
+
+iface, keyfile = sys.argv[1], sys.argv[2]
+keys = load_keys(keyfile)
+pubs = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
+pubs = [p.model_copy(update={"auth": "sign", "key_id": 7}) if p.gocb_ref == PROT else p
+        for p in pubs]
+hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
+hub.set_utc_offset(time.time_ns() - time.monotonic_ns())
+sock = RawSocket(iface, timestamps=False)
+last = {}
+GOOD = BitString.from_bits("0000000000000")
+PROFILE = PROFILES["length-crc"]
+
+def send(effects):
+    for e in effects:
+        if hasattr(e, "data"):
+            sock.send(e.data)
+            last[e.gocb_ref] = e.data
+
+def forged(kind):
+    genuine = last[PROT]
+    ext = parse(genuine, PROFILE)
+    f = decode_frame(ext.unsigned)
+    trip = encode_frame(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__},
+                                   "st_num": f.st_num + 1, "sq_num": 0,
+                                   "all_data": (Boolean(True), GOOD), "trailer": b""}))
+    hmac = ALGORITHMS["hmac-sha256-128"]
+    if kind == "unsigned":
+        return trip
+    if kind == "unknown_key":
+        return sign(trip, MacKey(8, hmac, bytes(32)), PROFILE)
+    if kind == "expired_key":
+        return sign(trip, MacKey(9, hmac, bytes(32)), PROFILE)
+    if kind == "bad_mac":
+        return sign(trip, MacKey(7, hmac, bytes(32)), PROFILE)
+    if kind == "flipped":  # the genuine frame with its trip member set: the MAC is stale
+        b = bytearray(genuine)
+        i = b.rindex(bytes.fromhex("830100"))  # allData's first member, boolean FALSE
+        b[i + 2] = 1
+        return bytes(b)
+    if kind == "malformed":
+        return genuine[:-5]
+    raise ValueError(kind)
+
+send(hub.start(time.monotonic_ns(), time.time_ns()))
+print("ready", flush=True)
+while True:
+    d = hub.next_deadline()
+    if d is not None and d <= time.monotonic_ns():
+        send(hub.advance(time.monotonic_ns()))
+    if select.select([sys.stdin], [], [], 0.001)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        words = line.split()
+        now, utc = time.monotonic_ns(), time.time_ns()
+        if words[0] == "scada":
+            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
+        elif words[0] == "trip":
+            send(hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc))
+        elif words[0] == "forge":
+            sock.send(forged(words[1]))
+        print("ok", flush=True)
+"""
+
+
+def _config(keys: Path) -> object:
+    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    for sub in data["goose"]["subscriptions"]:
+        if sub["name"] == "prot":
+            sub["auth"] = "required"
+    data["goose"]["keys"] = str(keys)
+    return ControllerConfig.model_validate(data)
+
+
+def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
+    require_root()
+    from controller.config.keys import load_keys
+    from controller.demo.live import DeviceThread
+    from controller.logic.core import BayController
+    from controller.logic.effects import DeviceCommand
+    from controller.shell.keys import KeyService
+    from controller.shell.live_bay import BayLive
+
+    now = time.time_ns()
+    keys = write_keys(
+        tmp_path,
+        [
+            {"key_id": 7, "algorithm": "hmac-sha256-128", "secret": SECRET,
+             "not_before": now - 3600 * S, "not_after": now + 3600 * S},
+            {"key_id": 9, "algorithm": "hmac-sha256-128", "secret": bytes(32),
+             "not_before": now - 7200 * S, "not_after": now - 3600 * S},
+        ],
+    )  # fmt: skip
+    cfg = _config(keys)
+    with netlab() as lab:
+        sub, ctl = lab.namespace(), lab.namespace()
+        lab.veth(sub, ctl, a="net0", b="net0")
+        device = DeviceThread(spring_ms=300)
+        device.start()
+        effects: list = []
+        bay = BayController(cfg, time.monotonic_ns(), None, load_keys(keys))
+        with ctl.entered():
+            live = BayLive(bay, "net0", None, device.path, status_every=False)
+        live.on_effects = effects.extend
+        service = KeyService(bay.hub, str(keys))
+        service.start()
+        live.live.on_round.append(service.tick)
+        loop = threading.Thread(target=live.run)
+        loop.start()
+        peer = sub.popen(
+            [sys.executable, "-u", "-c", PEER, "net0", str(keys)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def say(line: str, then_s: float = 0.4) -> None:
+            peer.stdin.write(line + "\n")
+            peer.stdin.flush()
+            assert peer.stdout.readline().strip() == "ok", peer.stderr.read()
+            time.sleep(then_s)
+
+        def wait(what: str, cond, show=lambda: "", timeout: float = 10.0) -> None:
+            end = time.monotonic() + timeout
+            while not cond():
+                assert time.monotonic() < end, f"the controller did not {what}: {show()}"
+                time.sleep(0.01)
+
+        try:
+            assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
+            time.sleep(0.5)
+            say("scada 1")
+            wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
+            say("scada 0")
+            kinds = ["unsigned", "unknown_key", "expired_key", "bad_mac", "flipped", "malformed"]
+            for kind in kinds:
+                say(f"forge {kind}")
+            forged_state = bay.bay.state
+            counts = dict(bay.hub.counters()["auth"]["prot"]["counts"])
+            say("trip 1")
+            wait("open the breaker", lambda: bay.bay.state == "open")
+        finally:
+            if peer.poll() is None:
+                peer.stdin.close()
+                peer.wait(timeout=30)
+            live.stop()
+            loop.join(timeout=30)
+            device.stop()
+    assert forged_state == "closed"
+    trips = [e for e in effects if type(e) is DeviceCommand and e.command == "trip"]
+    assert len(trips) == 1
+    assert counts["unsigned"] == 1
+    assert counts["unknown_key"] == 1
+    assert counts["expired_key"] == 1
+    assert counts["bad_mac"] == 2  # the wrong secret, and the flipped genuine frame
+    assert counts["bad_extension"] == 1
+    assert counts["verified"] > 3

@@ -1,0 +1,229 @@
+"""R-GOOSE live: `goosectl run`'s shell with the protection trip subscribed over UDP
+multicast on a veth pair (`rgoose:`, `auth: required`), and `listen --rgoose` /
+`publish --rgoose` over unicast on loopback. goosectl's own publisher machine and R-GOOSE
+sender publish the signed trip from the other namespace; forged SPDUs (unsecured, the
+wrong key material, a replay of the genuine trip) do not trip the breaker. Needs root.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lab.netns import netlab
+from tests.goose.keyfiles import S, write_keys
+from tests.support.peers import require_root
+
+pytestmark = pytest.mark.root
+
+SECRET = bytes(range(1, 33))
+GROUP, PORT = "239.192.0.7", 102
+
+PEER = """
+import select, socket, sys, time
+from controller.config.goose import GooseConfig
+from controller.config.keys import load_keys
+from controller.demo.scenario import CILO, PROT, SCADA, publishers_config
+from controller.goose.hub import GooseHub
+from controller.shell.rgoose_live import RgoosePublisher, open_socket
+from protocols.ethernet.rawsock import RawSocket
+from protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from protocols.goose.security import ALGORITHMS, MacKey
+from protocols.rgoose import apdu_of_frame, encode
+
+iface, keyfile, group, port, local = sys.argv[1:6]
+keys = load_keys(keyfile)
+pubs = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
+hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
+raw = RawSocket(iface, timestamps=False)
+udp = open_socket("0.0.0.0", 0, (), local)
+rgoose = RgoosePublisher(udp, (group, int(port)), keys.keys[7])
+GOOD = BitString.from_bits("0000000000000")
+last = {}
+
+def send(effects):
+    for e in effects:
+        if not hasattr(e, "data"):
+            continue
+        if e.gocb_ref == PROT:  # the protection stream goes out as R-GOOSE only
+            rgoose(e, 0)
+        else:
+            raw.send(e.data)
+        last[e.gocb_ref] = e.data
+
+def forged(kind):
+    f = decode_frame(last[PROT])
+    trip = encode_frame(type(f)(**{**{k: getattr(f, k) for k in f.__dataclass_fields__},
+                                   "st_num": f.st_num + 1, "sq_num": 0,
+                                   "all_data": (Boolean(True), GOOD), "trailer": b""}))
+    apdu = apdu_of_frame(trip)
+    number = max(rgoose.streams[apdu.appid].number + 1000, 1)
+    if kind == "unsigned":
+        return encode([apdu], number)
+    if kind == "bad_mac":
+        return encode([apdu], number, key=MacKey(7, ALGORITHMS["hmac-sha256-128"], bytes(32)))
+    raise ValueError(kind)
+
+send(hub.start(time.monotonic_ns(), time.time_ns()))
+print("ready", flush=True)
+while True:
+    d = hub.next_deadline()
+    if d is not None and d <= time.monotonic_ns():
+        send(hub.advance(time.monotonic_ns()))
+    if select.select([sys.stdin], [], [], 0.001)[0]:
+        line = sys.stdin.readline()
+        if not line:
+            break
+        words = line.split()
+        now, utc = time.monotonic_ns(), time.time_ns()
+        if words[0] == "scada":
+            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
+        elif words[0] == "trip":
+            send(hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc))
+            last["trip_spdu"] = rgoose.last
+        elif words[0] == "forge":
+            udp.sendto(forged(words[1]), (group, int(port)))
+        elif words[0] == "replay":
+            udp.sendto(last["trip_spdu"], (group, int(port)))
+        print("ok", flush=True)
+"""
+
+
+def _config(keys: Path, iface_addr: str) -> object:
+    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+
+    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    for sub in data["goose"]["subscriptions"]:
+        if sub["name"] == "prot":
+            sub["auth"] = "required"
+            sub["rgoose"] = {"address": GROUP, "port": PORT, "iface": iface_addr}
+            sub.pop("ab", None)  # one transport, one side
+    data["goose"]["keys"] = str(keys)
+    return ControllerConfig.model_validate(data)
+
+
+def _keys(tmp: Path) -> Path:
+    now = time.time_ns()
+    window = {"not_before": now - 3600 * S, "not_after": now + 3600 * S}
+    return write_keys(
+        tmp, [{"key_id": 7, "algorithm": "hmac-sha256-128", "secret": SECRET, **window}]
+    )
+
+
+def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path):
+    require_root()
+    from controller.config.keys import load_keys
+    from controller.demo.live import DeviceThread
+    from controller.logic.core import BayController
+    from controller.logic.effects import DeviceCommand
+    from controller.shell.live_bay import BayLive
+    from controller.shell.rgoose_live import attach_subscriptions
+
+    keys = _keys(tmp_path)
+    cfg = _config(keys, "10.77.0.2")
+    with netlab() as lab:
+        sub, ctl = lab.namespace(), lab.namespace()
+        lab.veth(sub, ctl, a="net0", b="net0")
+        sub.ip("addr", "add", "10.77.0.1/24", "dev", "net0")
+        ctl.ip("addr", "add", "10.77.0.2/24", "dev", "net0")
+        device = DeviceThread(spring_ms=300)
+        device.start()
+        effects: list = []
+        bay = BayController(cfg, time.monotonic_ns(), None, load_keys(keys))
+        with ctl.entered():
+            live = BayLive(bay, "net0", None, device.path, status_every=False)
+            listeners = attach_subscriptions(live.live, cfg.goose.subscriptions, load_keys(keys))
+        live.on_effects = effects.extend
+        loop = threading.Thread(target=live.run)
+        loop.start()
+        peer = sub.popen(
+            [sys.executable, "-u", "-c", PEER, "net0", str(keys), GROUP, str(PORT), "10.77.0.1"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+        def say(line: str, then_s: float = 0.4) -> None:
+            peer.stdin.write(line + "\n")
+            peer.stdin.flush()
+            assert peer.stdout.readline().strip() == "ok", peer.stderr.read()
+            time.sleep(then_s)
+
+        def wait(what: str, cond, show=lambda: "", timeout: float = 10.0) -> None:
+            end = time.monotonic() + timeout
+            while not cond():
+                assert time.monotonic() < end, f"the controller did not {what}: {show()}"
+                time.sleep(0.01)
+
+        try:
+            assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
+            time.sleep(0.5)
+            say("scada 1")
+            wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
+            say("scada 0")
+            for kind in ("unsigned", "bad_mac"):
+                say(f"forge {kind}")
+            forged_state = bay.bay.state
+            counts = dict(bay.hub.counters()["auth"]["prot"]["counts"])
+            say("trip 1")
+            wait("open the breaker", lambda: bay.bay.state == "open")
+            tripped = len([e for e in effects if type(e) is DeviceCommand and e.command == "trip"])
+            say("replay")
+            replays = listeners[0].receiver.counters().get("spdu_replay", 0)
+        finally:
+            if peer.poll() is None:
+                peer.stdin.close()
+                peer.wait(timeout=30)
+            live.stop()
+            loop.join(timeout=30)
+            for lst in listeners:
+                lst.close()
+            device.stop()
+    assert forged_state == "closed"
+    assert counts["unsigned"] == 1 and counts["bad_mac"] == 1
+    assert counts["verified"] > 3  # the stream's heartbeats came over R-GOOSE, verified
+    assert tripped == 1
+    trips = [e for e in effects if type(e) is DeviceCommand and e.command == "trip"]
+    assert len(trips) == 1  # the replayed trip did nothing
+    assert replays == 1
+
+
+def test_listen_and_publish_rgoose_over_unicast_loopback(tmp_path):
+    require_root()
+    keys = _keys(tmp_path)
+    with netlab() as lab:
+        ns = lab.namespace()
+        ns.ip("link", "set", "lo", "up")
+        listen = ns.popen(
+            [sys.executable, "-m", "controller", "listen", "--rgoose", "127.0.0.1:102",
+             "--keys", str(keys), "--json", "--duration", "4"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        assert '"listening"' in listen.stdout.readline()
+        pub = ns.popen(
+            [sys.executable, "-m", "controller", "publish", "--rgoose", "127.0.0.1",
+             "--keys", str(keys), "--key-id", "7", "--gocbref", "IED1LD0/LLN0$GO$trip",
+             "--appid", "0x1010", "--dst", "01:0c:cd:01:00:10", "--max-time", "200",
+             "--duration", "2",
+             "--values", '[{"type":"boolean","value":false}]'],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        out, err = pub.communicate('[{"type":"boolean","value":true}]\n', timeout=30)
+        lines, _ = listen.communicate(timeout=30)
+    done = json.loads(out.splitlines()[-1])
+    assert done["rgoose"]["sent"] >= 5, err
+    got = [json.loads(x) for x in lines.splitlines()]
+    frames = [x for x in got if "frame" in x]
+    assert frames[0]["allData"][0]["value"] is False and frames[0]["class"] == "first"
+    assert any(x["allData"][0]["value"] is True and x["class"] == "new_state" for x in frames)
+    assert {x["auth"]["status"] for x in frames} == {"verified"}
+    (rg,) = [x for x in got if x.get("event") == "rgoose"]
+    assert rg["counts"]["spdus"] == len(frames) == done["rgoose"]["sent"]
