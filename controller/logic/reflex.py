@@ -8,19 +8,23 @@ the engine emits for it (the TRIP command's framed bytes with the link's next se
 number, the trip-acknowledged frame) depends on nothing the frame can still vary but its
 TAL, its `t` and the time it comes.
 
-So `arm` asks the engine itself: it runs a copy of the controller (`clone`: the same
-tables, no journal, no shell) on that candidate frame and records what the copy wrote at
-its `urgent` moments, the very outputs the live shell writes early. No rule is restated
-here: what trips, what the bay emits, how the link frames the command and how the
-publisher builds the ack all come from the copy's run. An arming holds
+So `arm` asks the engine's own functions and tables what they would do with that
+candidate frame, without doing it: the input's read and edge (`Rule.read`,
+`Inputs.edge_events`), the bay table's step on the trip event, the link's tables on the
+device command (its command machine frames it with the link's next sequence number, the
+link's own `build`), the publisher's table and template on each published topic. Each
+machine is asked through `preview`: a twin sharing its table and context dispatches the
+event and is dropped, the machine untouched. No rule is restated here and nothing of the
+controller is copied (a copy and a whole run of the engine made each arming long enough
+to delay the trip it was for, `docs/reflex.md`). An arming holds
 
 - the octets the frame must carry, as three segments (everything up to the TAL TLV, from
   it to the `t` content, from `t` to the end), per TAL width that fits the bound the
   receive rules put on TAL;
 - what the engine read to decide (a fingerprint: every machine's state and context but
   the counters a retransmission moves), so any other change disarms it;
-- what the copy emitted: the device bytes and the frames, with where their `t` (the bay's
-  UTC at the input) sits, filled in for the time the frame really comes.
+- what the engine emits for it: the device bytes and the frames, with where their `t`
+  (the bay's UTC at the input) sits, filled in for the time the frame really comes.
 
 `Arming.match` is the frame-path check: a dict lookup by length, three slice compares, a
 few integer compares, the fingerprint compare. It refuses (and the engine's path runs
@@ -32,16 +36,23 @@ frames.
 
 from __future__ import annotations
 
-import copy
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from controller.engine.machine import Machine
+from controller.engine.effects import Raise
+from controller.engine.machine import EngineError, Machine, Step
 from controller.goose.effects import SendFrame
+from controller.goose.effects import Transmit as GooseTransmit
 from controller.goose.fastpath import spans
-from protocols.goose import UtcTime
+from controller.link.effects import Outcome, Signal, Submit
+from controller.link.effects import Transmit as LinkTransmit
+from controller.logic.effects import DeviceCommand, PublishTopic
+from controller.logic.mapping import publication_values
+from controller.logic.mode_actions import TEST_STATES, WITHHOLDING
+from protocols.goose import GooseError, UtcTime, decode_frame
 
 if TYPE_CHECKING:
     from controller.logic.core import BayController
@@ -58,8 +69,8 @@ VOLATILE = {
 }
 #: tags of the goosePdu fields the candidate changes or reads
 GOCB, TAL, T, ST, SQ, ALL_DATA = 0x80, 0x81, 0x84, 0x85, 0x86, 0xAB
-#: the UTC shift between the two runs of `arm` that find where the bay's UTC sits in what
-#: it emits (a shift that moves every octet of `t` but the seconds' top one)
+#: the UTC shift between the two previews of `arm` that find where the bay's UTC sits in
+#: what it emits (a shift that moves every octet of `t` but the seconds' top one)
 PROBE_NS = 1_234_567_891
 
 
@@ -164,49 +175,119 @@ def candidate(last: bytes, st_num: int, index: int, tal: int | None = None) -> C
     return Candidate(buf, cuts[0] - 2, cuts[2])
 
 
-# -- the copy the arming asks --------------------------------------------------------------
+# -- the engine's steps, previewed -------------------------------------------------------
 
 
-def clone(bay: BayController) -> BayController:
-    """A copy of the controller to run ahead: every machine and buffer its own, the tables
-    and the config shared (immutable), no journal (the copy's steps are not history), no
-    observers and no `urgent` (the shell's)."""
-    memo: dict[int, Any] = {id(bay.config): bay.config}
-    if bay.runner.journal is not None:
-        memo[id(bay.runner.journal)] = None
-    memo[id(bay.observers)] = []
-    memo[id(bay.__dict__["urgent"])] = None
-    twin = copy.deepcopy(bay, memo)
-    # the engine's own methods, never a wrapper a shell or a bench put on an instance (it
-    # would call into the original)
-    for obj in (twin, twin.hub, twin.link, twin.hub.bank):
-        for name in [n for n in vars(obj) if callable(getattr(type(obj), n, None))]:
-            delattr(obj, name)
-    twin.frames, twin.reports = [], []
-    return twin
+def preview(m: Machine, event: str, now_ns: int, payload: Any = None) -> tuple[Step, Machine]:
+    """What `m`'s own table does with `event` now, without doing it: the step (its effects
+    in order) and a twin holding the state and context it would end in. A step replaces a
+    context, never changes it in place (`controller/engine/context.py`), so the twin shares
+    the machine's context and table and leaves the machine exactly as it was."""
+    twin = object.__new__(Machine)
+    for name in Machine.__slots__:
+        if hasattr(m, name):
+            setattr(twin, name, getattr(m, name))
+    twin.ignored = Counter()  # the one thing a dispatch changes in place
+    return twin.dispatch(event, now_ns, payload), twin
 
 
 @dataclass(frozen=True)
 class Emitted:
-    """What the engine wrote at its `urgent` moments for the candidate, in order."""
+    """What the engine writes at its `urgent` moments for the trip frame, in order."""
 
     device: bytes
     frames: tuple[SendFrame, ...]
 
 
-def run_ahead(bay: BayController, buf: bytes, side: str, now_ns: int, vlan: Any) -> Emitted:
-    """The copy's outputs for `buf` as the live shell would write them early."""
-    twin = clone(bay)
-    device = bytearray()
+def _of(step: Step, kinds: tuple[type, ...]) -> list[Any]:
+    return [e for e in step.effects if isinstance(e, kinds)]
+
+
+def device_bytes(bay: BayController, command: DeviceCommand, now_ns: int) -> bytes | None:
+    """The bytes the link writes at once for `command` (`LinkCore.send_command`): its link
+    machine passes it on to the command machine, which frames it with the next sequence
+    number (the link's own `build`) and transmits it now; None if the link would hold it,
+    refuse it or queue it behind a command on the wire (nothing to write early)."""
+    link = bay.link
+    if link._out:
+        return None
+    machines = link.bus.machines
+    sub = Submit(command.command, ())
+    step, _ = preview(machines["link"], "user_command", now_ns, (sub, link.next_seq))
+    passed = _of(step, (Submit, Signal, Outcome, LinkTransmit))
+    if passed != [sub]:
+        return None
+    step, _ = preview(machines["commands"], "submit", now_ns, sub)
+    sent = _of(step, (LinkTransmit, Signal, Outcome, Submit))
+    if len(sent) != 1 or type(sent[0]) is not LinkTransmit:
+        return None
+    return bytes(sent[0].frame)
+
+
+def topic_frames(
+    bay: BayController, topic: str, state: Machine, now_ns: int, utc_ns: int
+) -> list[SendFrame] | None:
+    """The frames `PublishTopic(topic)` sends, the bay in `state` (`_handle`): each of the
+    topic's publications' values (`publication_values`), its publisher's new state (its
+    own table) and its bytes (its own template); None if one would be held back by the
+    rate limit, muted or signed (a signature is made at send time)."""
+    hub = bay.hub
+    test = bay.mode.state in TEST_STATES
+    out = []
+    for pub in bay.pubs_by_topic.get(topic, ()):
+        values = publication_values(pub, state.state, state.ctx, utc_ns, test)
+        p = hub.by_gocb.get(pub.gocb_ref)
+        if p is None or hub.signers.get(p.id) is not None:
+            return None
+        step, _ = preview(hub.runner.machines[p.id], "publish", now_ns, (tuple(values), utc_ns))
+        txs = _of(step, (GooseTransmit,))
+        if len(txs) != 1:
+            return None
+        out.append(p.frame(txs[0]))
+    return out
+
+
+def trip_outputs(
+    bay: BayController, rule: Rule, values: tuple, now_ns: int, utc_ns: int
+) -> Emitted | None:
+    """The engine's decision on a frame carrying `values` for `rule`'s stream, compiled
+    from its own functions and tables: the input's read (`Rule.read`) and edge
+    (`Inputs.edge_events`), the bay table's step on the trip event, then each effect of
+    that step as `BayController._handle` takes it: the device command's bytes
+    (`device_bytes`) and the published topics' frames (`topic_frames`), in the step's
+    order. None unless the step writes exactly one device command and sends a frame."""
+    m = bay.input_machines[rule.name]
+    valid, value = rule.read(values, bay.mode.state in TEST_STATES)
+    if not valid or m.state != "valid":
+        return None
+    events = bay.inputs.edge_events(rule, m.ctx["value"], value)
+    if len(events) != 1 or events[0][0] != TRIP_EVENT:
+        return None
+    try:
+        step, after = preview(bay.bay, TRIP_EVENT, now_ns, events[0][1])
+    except EngineError:
+        return None
+    device = b""
     frames: list[SendFrame] = []
-
-    def urgent() -> None:
-        device.extend(twin.link.take_output())
-        frames.extend(twin.take_frames())
-
-    twin.urgent = urgent
-    twin.frame(buf, side, now_ns, vlan)
-    return Emitted(bytes(device), tuple(frames))
+    for e in step.effects:
+        t = type(e)
+        if isinstance(e, DeviceCommand):
+            if device or frames or bay.mode.state in WITHHOLDING:
+                return None  # the TRIP first, alone, as the breaker waits for it
+            got = device_bytes(bay, e, now_ns)
+            if got is None:
+                return None
+            device = got
+        elif isinstance(e, PublishTopic):
+            sent = topic_frames(bay, e.topic, after, now_ns, utc_ns)
+            if sent is None:
+                return None
+            frames += sent
+        elif t is SendFrame or t is Raise:
+            return None
+    if not device or not frames:
+        return None
+    return Emitted(device, tuple(frames))
 
 
 # -- the fingerprint ---------------------------------------------------------------------
@@ -333,15 +414,15 @@ class Arming:
         )
 
 
-def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arming | None:
+def arm(bay: BayController, rule: Rule) -> Arming | None:
     """The arming of `rule`'s stream now, or None unless every condition holds: the rule
     raises a trip from a top-level BOOLEAN, it reads valid FALSE, its stream is valid, on
-    its real stream, not in conflict, with a last frame; and the engine, run ahead on the
-    candidate, writes one device command and the same outputs at two different times but
-    for the bay's UTC in them."""
+    its real stream, not in conflict, with a last frame; no timer is due; and the engine's
+    decision on the candidate (`trip_outputs`) writes one device command and sends frames
+    that differ between two UTCs only where the bay's UTC sits in them."""
     if rule.event != TRIP_EVENT or rule.path:
         return None
-    if bay.mode.state != "on" or bay.simulation or bay.bay.state != "closed":
+    if bay.mode.state != "on" or bay.simulation:
         return None
     m = bay.input_machines[rule.name]
     if m.state != "valid" or m.ctx["value"] is not False:
@@ -365,14 +446,18 @@ def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arm
     now = bay._now
     if bay.runner.timers.any_due(now) or bay.link.bus.timers.any_due(now):
         return None
-    same, _ = fingerprint_of(bay)
-    first = run_ahead(bay, cand.buf, side, now, mem.tag)
-    if not first.device or not first.frames:
+    try:
+        values = decode_frame(cand.buf, vlan=mem.tag).all_data
+    except GooseError:
         return None
-    shifted = _shifted(bay, cand.buf, side, now, mem.tag)
+    same, _ = fingerprint_of(bay)
+    utc0 = now + bay.utc_offset_ns
+    first = trip_outputs(bay, rule, values, now, utc0)
+    if first is None:
+        return None
+    shifted = trip_outputs(bay, rule, values, now, utc0 + PROBE_NS)
     if shifted is None:
         return None
-    utc0 = now + bay.utc_offset_ns
     utc_at = _utc_places(first, shifted, utc0)
     if utc_at is None:
         return None
@@ -407,7 +492,7 @@ def arm(bay: BayController, rule: Rule, utc_offset_ns: int | None = None) -> Arm
         utc_at=utc_at,
         vlan=mem.tag,
     )
-    # the copy moved nothing of the original
+    # the previews moved nothing of the engine
     if not same():
         return None
     return arming
@@ -425,16 +510,6 @@ def _last_side(bay: BayController, stream: Any) -> str | None:
         if bay.runner.machines[stream.side_ids[side]].state == "valid":
             return side
     return None
-
-
-def _shifted(bay: BayController, buf: bytes, side: str, now: int, vlan: Any) -> Emitted | None:
-    """The same run with the bay's UTC `PROBE_NS` later (its offset moved, not its time)."""
-    was = bay.utc_offset_ns
-    bay.utc_offset_ns = was + PROBE_NS
-    try:
-        return run_ahead(bay, buf, side, now, vlan)
-    finally:
-        bay.utc_offset_ns = was
 
 
 def _utc7(utc_ns: int) -> bytes:

@@ -14,8 +14,9 @@ The journal's rows are the engine's and so the same with or without the reflex (
 has none); what the reflex did is kept in the journal's meta (`reflex.fired`, the count,
 and `reflex.disagreed`, the last disagreement), not in its rows.
 
-Arming runs the engine ahead on a copy (tens of milliseconds), so it is done after a round
-of the loop in which something it read changed, never on the frame path.
+Arming previews the engine's steps (`controller/logic/reflex.py`: pure, no copy of the
+controller), after a round of the loop in which something it read changed, never between
+a frame's read and its TRIP.
 """
 
 from __future__ import annotations
