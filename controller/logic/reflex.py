@@ -42,7 +42,7 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from controller.engine.effects import Raise
+from controller.engine.effects import Raise, StartTimer
 from controller.engine.machine import EngineError, Machine, Step
 from controller.goose.effects import SendFrame
 from controller.goose.effects import Transmit as GooseTransmit
@@ -55,6 +55,7 @@ from controller.logic.mode_actions import TEST_STATES, WITHHOLDING
 from protocols.goose import GooseError, UtcTime, decode_frame
 
 if TYPE_CHECKING:
+    from controller.engine.timers import TimerHeap
     from controller.logic.core import BayController
     from controller.logic.mapping import Rule
 
@@ -356,6 +357,9 @@ class Arming:
     stream: Machine
     #: the timer heaps whose due timers the engine would fire first
     timers: tuple[Any, ...]
+    #: (machine, timer) pairs whose firing changes nothing the decision reads
+    #: (`harmless_timers`): due, they do not refuse the frame
+    harmless: frozenset[tuple[str, str]]
     #: True while nothing the arming read has changed (`fingerprint_of`)
     same: Callable[[], bool]
     #: the `t` reference it last compared with, and its octets (seconds, fraction)
@@ -389,7 +393,7 @@ class Arming:
         if buf[t_at : t_at + 7] < t_ref[1]:
             return False
         for timers in self.timers:
-            if timers.any_due(now_ns):
+            if timers.any_due(now_ns) and not only_harmless_due(timers, now_ns, self.harmless):
                 return False
         return self.same()
 
@@ -489,6 +493,7 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
         tail=tail,
         tal_limit_ms=limit_ms,
         timers=(bay.runner.timers, bay.link.bus.timers),
+        harmless=harmless_timers(bay, now),
         utc_at=utc_at,
         vlan=mem.tag,
     )
@@ -496,6 +501,53 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
     if not same():
         return None
     return arming
+
+
+def harmless_timers(bay: BayController, now_ns: int) -> frozenset[tuple[str, str]]:
+    """The timers that may be due when the trip frame comes without changing what the
+    engine does with it: a publisher's repeat, when its own table, previewed, moves only
+    the fields a repeat moves (`VOLATILE`) and only sends its last state again. The engine
+    fires them before the frame and sends their repeats before the TRIP; the reflex sends
+    the TRIP and the ack first, the repeats follow from the engine."""
+    out = set()
+    volatile = VOLATILE["goose-publisher"]
+    for pid in bay.hub.publishers:
+        m = bay.runner.machines.get(pid)
+        if m is None:
+            continue
+        try:
+            step, twin = preview(m, "retransmit", now_ns)
+        except EngineError:
+            continue
+        if not step.transitions or any(
+            type(e) is not GooseTransmit and type(e) is not StartTimer for e in step.effects
+        ):
+            continue
+        ctx, new = m._ctx, twin._ctx
+        if all(new[k] == ctx[k] for k in ctx if k not in volatile):
+            out.add((pid, "retransmit"))
+    return frozenset(out)
+
+
+def only_harmless_due(timers: TimerHeap, now_ns: int, harmless: frozenset) -> bool:
+    """True if every timer due by `now_ns` is in `harmless` (cancelled and moved-later
+    entries of the lazy heap are not due): a walk of the heap's due top only."""
+    heap, live = timers._heap, timers._live
+    n = len(heap)
+    todo = [0]
+    while todo:
+        i = todo.pop()
+        if i >= n:
+            continue
+        deadline, seq, machine, name = heap[i]
+        if deadline > now_ns:
+            continue  # nor anything below it
+        rec = live.get(machine, {}).get(name)
+        due = rec is not None and rec[1] == seq and rec[0] <= now_ns
+        if due and (machine, name) not in harmless:
+            return False
+        todo += (2 * i + 1, 2 * i + 2)
+    return True
 
 
 def _last_side(bay: BayController, stream: Any) -> str | None:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -61,6 +62,8 @@ class LiveReflex:
         self.disagreed = 0
         self.armed = 0
         self.arm_max_ns = 0
+        #: how long each of the last armings took (the stop report's median)
+        self.arm_ns: deque[int] = deque(maxlen=10_000)
         #: rules whose arming raised (logged once): they trip through the engine alone
         self.broken: set[str] = set()
         #: alarms and frames for the loop's effects, after the input
@@ -137,12 +140,13 @@ class LiveReflex:
         return out
 
     def counts(self) -> dict[str, int]:
-        """For `run`'s stop report: fires, disagreements, armings made and how long the
-        longest took (it blocks the loop)."""
+        """For `run`'s stop report: fires, disagreements, armings made, how long the median
+        and the longest took (the loop does nothing else meanwhile)."""
         return {
             "fired": self.fired,
             "disagreed": self.disagreed,
             "armed": self.armed,
+            "arm_p50_us": sorted(self.arm_ns)[len(self.arm_ns) // 2] // 1000 if self.arm_ns else 0,
             "arm_max_us": self.arm_max_ns // 1000,
         }
 
@@ -160,7 +164,7 @@ class LiveReflex:
             t0 = time.perf_counter_ns()
             try:
                 a = arm(self.bay, rule)
-            except Exception as exc:  # a copy that cannot be made: the engine's path alone
+            except Exception as exc:  # an arming that raised: the engine's path alone
                 if rule.name not in self.broken:
                     self.broken.add(rule.name)
                     logs.event(
@@ -169,7 +173,9 @@ class LiveReflex:
                     )  # fmt: skip
                 a = None
             self.armings[i] = a
-            self.arm_max_ns = max(self.arm_max_ns, time.perf_counter_ns() - t0)
+            took = time.perf_counter_ns() - t0
+            self.arm_ns.append(took)
+            self.arm_max_ns = max(self.arm_max_ns, took)
             self.armed += a is not None
             self._refused[i] = fingerprint_of(self.bay)[0] if a is None else None
         return sum(a is not None for a in self.armings)

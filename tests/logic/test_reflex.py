@@ -24,7 +24,7 @@ from hypothesis import strategies as st
 from controller.logic.core import BayController
 from controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
 from lab.latency import MS, TripBench
-from protocols.goose import Boolean, Quality
+from protocols.goose import Boolean, Quality, parse_header
 
 SECOND = 1000 * MS
 
@@ -176,7 +176,10 @@ def refused(buf: bytes, how: str | None) -> bytes:
     after=st.one_of(st.just([]), st.lists(history_step, max_size=3)),
     final=final_frame,
     side=st.sampled_from(["A", "A", "A", "B"]),
-    late_ms=st.sampled_from([0, 0, 0, 0, 1, 5, 150, 2000, 70_000]),
+    # late: the frame comes after time the bay has not run (its timers due, as in the live
+    # loop, which reads a frame before it fires them): repeats of its publishers due, or a
+    # TAL
+    late_ms=st.sampled_from([0, 0, 0, 0, 1, 5, 80, 150, 300, 500, 2000, 70_000]),
 )
 def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms):
     bench = fresh()
@@ -206,7 +209,9 @@ def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms
             b[flip[0] % len(b)] ^= flip[1]
             buf = bytes(b)
     now += late_ms * MS
-    event(f"fired: {_judge(bench, arming, buf, side, now)}")
+    due = arming is not None and any(t.any_due(now) for t in arming.timers)
+    fired = _judge(bench, arming, buf, side, now)
+    event(f"fired: {fired}" + (" (a timer due)" if fired and due else ""))
 
 
 def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: int) -> bool:
@@ -215,12 +220,16 @@ def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: 
     fired = arming is not None and arming.match(buf, side, now, None)
     if not fired:
         return False
-        return
     assert arming is not None
     expected = arming.outputs(now + bay.utc_offset_ns)
+    due = any(t.any_due(now) for t in arming.timers)
     got = engine_outputs(bay, buf, side, now)
     assert got.device == expected.device, "the engine wrote other device bytes"
-    assert [(f.gocb_ref, f.sides, f.data) for f in got.frames] == [
+    # a publisher's repeat that was due goes out first from the engine, after the TRIP and
+    # the ack from the reflex: every other frame the same, in the same order
+    new_states = [f for f in got.frames if parse_header(f.data).sq_num == 0]
+    assert len(new_states) == len(got.frames) or due, "a repeat without a due timer"
+    assert [(f.gocb_ref, f.sides, f.data) for f in new_states] == [
         (f.gocb_ref, f.sides, f.data) for f in expected.frames
     ], "the engine sent other frames"
     assert bay.bay.state == "tripping"
@@ -236,6 +245,33 @@ def test_the_plain_trip_fires_and_matches_the_engine():
     now = bench.wire.now_ns + 3 * MS
     buf = ied_frame(bench, True, Quality(), now)
     assert _judge(bench, arming, buf, "A", now)
+
+
+def test_a_publishers_repeat_due_at_the_trip_does_not_hold_the_reflex_back():
+    """The live loop reads a frame before it fires the timers due meanwhile: a trip that
+    comes while a publisher's repeat is due still fires, the engine sends the repeat and
+    then the same TRIP and ack; a due timer that matters (the stream's TAL) refuses."""
+    bench = fresh()
+    bay = bench.bay
+    arming = arm(bay, trip_rules(bay)[0])
+    assert arming is not None
+    live = bay.runner.timers._live
+    repeat = min(t["retransmit"][0] for pid, t in live.items() if pid in bay.hub.publishers)
+    tal = min(t["tal"][0] for t in live.values() if "tal" in t)
+    assert repeat < tal and {(p, "retransmit") for p in bay.hub.publishers} == arming.harmless
+    now = repeat + 1000
+    buf = ied_frame_at(bench, True, now)
+    assert not arming.match(buf, "A", tal + 1000, None)  # the TAL ran out: the engine's
+    assert bay.runner.timers.any_due(now)
+    assert _judge(bench, arming, buf, "A", now)
+
+
+def ied_frame_at(bench: TripBench, value: bool, t: int) -> bytes:
+    """The IED's frame stamped `t` without running the bay up to `t` (its timers stay due)."""
+    bench.ied.runner.feed(
+        bench.ied_id, "publish", t, ((Boolean(value), Quality().to_bitstring()), t)
+    )
+    return bench.ied.drain()[-1].data
 
 
 def test_no_arming_where_the_engine_would_not_trip():
