@@ -150,8 +150,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         action=argparse.BooleanOptionalAction,
         default=False,
         help="the trip reflex: a trip frame the engine armed for writes the TRIP before the "
-        "engine handles it (docs/reflex.md; off by default: arming blocks the loop for "
-        "tens of milliseconds after every change it depends on)",
+        "engine handles it (docs/reflex.md; off by default until it is shown faster on the "
+        "wire than the engine's path, docs/performance.md)",
     )
     p.set_defaults(func=run)
 
