@@ -25,7 +25,8 @@ RECORDED = {
 #: CPython version -> instructions of the reflex's call (`TripBench(reflex=True)`: the
 #: armed frame's match, after which the TRIP bytes are ready to write), as recorded
 RECORDED_REFLEX = {
-    "3.11.7": 38_131,
+    # 38,131 before main was merged and the arming rebuilt (the same match, recounted)
+    "3.11.7": 36_168,
 }
 #: the reflex's frame -> TRIP budget, instructions
 REFLEX_BUDGET = 60_000
