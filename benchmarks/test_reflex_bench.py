@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from benchmarks.percentiles import Percentiles, check_budget, summarise
-from lab.latency import TripBench
-from lab.wire_floor import WireFloor
+from goosectl.lab.latency import TripBench
+from goosectl.lab.wire_floor import WireFloor
 from tests.support.peers import require_root
 
 GROUP = "trip-reflex"
@@ -100,7 +100,7 @@ def test_reflex_on_the_wire(benchmark, short):
     """`run` with the reflex and `run --no-reflex` side by side, trip by trip, and the raw
     echo after the same quiet as every trip (lab.wire_latency.QUIET_S)."""
     require_root()
-    from lab.wire_latency import QUIET_S, WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import QUIET_S, WireTrip, peer_fifo
 
     n = 1000 if short else 5000
     trips: dict[str, Any] = {}

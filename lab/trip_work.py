@@ -16,7 +16,7 @@ a libc symbol is there on any interpreter, stripped or not. A second run bracket
 that does nothing the same way; the difference per call is the trip's. PYTHONHASHSEED is
 fixed so dict and set layouts, and with them the count, repeat.
 
-`python -m lab.trip_work N` prints instructions per trip (valgrind must be installed).
+`python -m goosectl.lab.trip_work N` prints instructions per trip (valgrind must be installed).
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def child(trips: int, noop: bool, reflex: bool = False) -> None:
     calls, imports and specialisation, unseen), each bracketed, or a bracketed no-op
     beside each unbracketed trip. `reflex`: the bracketed call is the reflex's (its match
     and outputs, `TripBench(reflex=True)`), the engine's call after it unbracketed."""
-    from lab.latency import TripBench
+    from goosectl.lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     call = _bracketed(libc)
@@ -114,7 +114,7 @@ def _collected(trips: int, noop: bool, python: str, reflex: bool = False) -> int
         "--callgrind-out-file=/dev/null",
         python,
         "-m",
-        "lab.trip_work",
+        "goosectl.lab.trip_work",
         "--child",
         str(trips),
         *(["--noop"] if noop else []),
@@ -147,7 +147,7 @@ def measure(trips: int = 10, python: str = sys.executable, reflex: bool = False)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.trip_work", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m goosectl.lab.trip_work", description=__doc__)
     p.add_argument("trips", type=int, nargs="?", default=10)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)

@@ -42,22 +42,22 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
-from controller.engine.effects import Raise, StartTimer
-from controller.engine.machine import EngineError, Machine, Step
-from controller.goose.effects import SendFrame
-from controller.goose.effects import Transmit as GooseTransmit
-from controller.goose.fastpath import spans
-from controller.link.effects import Outcome, Signal, Submit
-from controller.link.effects import Transmit as LinkTransmit
-from controller.logic.effects import DeviceCommand, PublishTopic
-from controller.logic.mapping import publication_values
-from controller.logic.mode_actions import TEST_STATES, WITHHOLDING
-from protocols.goose import GooseError, UtcTime, decode_frame
+from goosectl.controller.engine.effects import Raise, StartTimer
+from goosectl.controller.engine.machine import EngineError, Machine, Step
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.effects import Transmit as GooseTransmit
+from goosectl.controller.goose.fastpath import spans
+from goosectl.controller.link.effects import Outcome, Signal, Submit
+from goosectl.controller.link.effects import Transmit as LinkTransmit
+from goosectl.controller.logic.effects import DeviceCommand, PublishTopic
+from goosectl.controller.logic.mapping import publication_values
+from goosectl.controller.logic.mode_actions import TEST_STATES, WITHHOLDING
+from goosectl.protocols.goose import GooseError, UtcTime, decode_frame
 
 if TYPE_CHECKING:
-    from controller.engine.timers import TimerHeap
-    from controller.logic.core import BayController
-    from controller.logic.mapping import Rule
+    from goosectl.controller.engine.timers import TimerHeap
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.logic.mapping import Rule
 
 #: the bay event a trip input raises: the inputs that feed it are the ones armed
 TRIP_EVENT = "protection_trip"

@@ -27,11 +27,11 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from controller import logs
-from controller.engine.effects import Alarm
-from controller.goose.effects import SendFrame
-from controller.logic.core import BayController
-from controller.logic.reflex import Arming, Emitted, arm, fingerprint_of, trip_rules
+from goosectl.controller import logs
+from goosectl.controller.engine.effects import Alarm
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.reflex import Arming, Emitted, arm, fingerprint_of, trip_rules
 
 log = logging.getLogger(__package__)
 

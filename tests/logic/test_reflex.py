@@ -21,10 +21,10 @@ from functools import cache
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from controller.logic.core import BayController
-from controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
-from lab.latency import MS, TripBench
-from protocols.goose import Boolean, Quality, parse_header
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
+from goosectl.lab.latency import MS, TripBench
+from goosectl.protocols.goose import Boolean, Quality, parse_header
 
 SECOND = 1000 * MS
 
@@ -118,7 +118,7 @@ def apply(bench: TripBench, step: tuple) -> None:
 
 
 def _flip_t(buf: bytes, t_at: int, delta_ns: int, quality: int | None) -> bytes:
-    from protocols.goose import UtcTime
+    from goosectl.protocols.goose import UtcTime
 
     t = UtcTime.from_bytes(buf, t_at)
     new = UtcTime.from_ns(max(0, t.to_ns() + delta_ns))
@@ -304,7 +304,7 @@ class Shell:
     the wire, in order."""
 
     def __init__(self, bench: TripBench) -> None:
-        from controller.shell.reflex_live import LiveReflex
+        from goosectl.controller.shell.reflex_live import LiveReflex
 
         self.bay = bench.bay
         self.port = bytearray()

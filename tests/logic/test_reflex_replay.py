@@ -13,16 +13,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.demo.scenario import build
-from controller.engine import Journal
-from controller.goose.effects import SendFrame
-from controller.logic.core import BayController
-from controller.replay.bay_replay import BayReplay
-from controller.shell.reflex_live import LiveReflex
-from firmware_sim.core import Firmware
-from protocols.goose import Vlan
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import build
+from goosectl.controller.engine import Journal
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.bay_replay import BayReplay
+from goosectl.controller.shell.reflex_live import LiveReflex
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.goose import Vlan
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "controller" / "bay1.yaml"
