@@ -58,12 +58,17 @@ class TripBench:
         config: Path = DEFAULT_CONFIG,
         journal: Path | None = None,
         idle_s: float = 0.0,
+        reflex: bool = False,
         keys: KeyFile | None = None,
         key_id: int | None = None,
     ) -> None:
         """`keys`, `key_id`: the trip stream signed (IEC 62351-6) with that key and its
         subscription `auth: required`, the same path otherwise (benchmarks/test_auth_bench)."""
         self.idle_s = idle_s
+        #: time (and count) the reflex's path instead: the arming made untimed after the
+        #: re-close, the timed call its match and outputs, the engine's call after it
+        self.reflex = reflex
+        self._after_call: Callable[[], None] = lambda: None
         cfg = load_config(config, ControllerConfig)
         if keys is not None:
             subs = [
@@ -167,14 +172,21 @@ class TripBench:
             now = self.wire.now_ns
             frame = self._trip_frame(True, now)
             self.marks.clear()
+            call: Callable[[], None] = partial(self.bay.frame, frame, "A", now)
+            if self.reflex:
+                call = self._reflex_call(frame, now)
             if self.idle_s:
                 time.sleep(self.idle_s)
             t0 = clock()
             if around is not None and i >= warmup:
-                around(partial(self.bay.frame, frame, "A", now))
+                around(call)
             else:
-                self.bay.frame(frame, "A", now)
+                call()
+            if self.reflex:
+                self._after_call()
             t1 = clock()
+            if self.reflex:
+                self.bay.frame(frame, "A", now)  # the engine after the reflex, untimed
             if "serial" not in self.marks or "ack" not in self.marks:
                 raise RuntimeError("the trip frame did not produce a TRIP and an ack")
             if i >= warmup:
@@ -185,6 +197,31 @@ class TripBench:
             if self.bay.bay.state != "open":
                 raise RuntimeError(f"breaker did not open: bay is {self.bay.bay.state}")
         return out
+
+    def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
+        """The reflex's frame path for `frame`, armed now (untimed): the call is its match,
+        after which the TRIP bytes are ready to write (stamped `serial`); the ack frame's
+        UTC is filled in after it (stamped `ack`), outside a callgrind bracket."""
+        from goosectl.controller.logic.reflex import arm, trip_rules
+
+        arming = arm(self.bay, trip_rules(self.bay)[0])
+        if arming is None:
+            raise RuntimeError("the reflex did not arm for the trip")
+        clock = time.perf_counter_ns
+        utc = now + self.bay.utc_offset_ns
+        marks = self.marks
+
+        def call() -> None:
+            if not arming.match(frame, "A", now, None):
+                raise RuntimeError("the reflex did not fire on the trip frame")
+            marks["serial"] = clock()  # arming.emitted.device: the TRIP, ready
+
+        def ack() -> None:
+            arming.outputs(utc)
+            marks["ack"] = clock()
+
+        self._after_call = ack
+        return call
 
     @property
     def journal_rows(self) -> int:

@@ -81,10 +81,11 @@ def _bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
     return call
 
 
-def child(trips: int, noop: bool) -> None:
+def child(trips: int, noop: bool, reflex: bool = False) -> None:
     """The process valgrind runs: `trips` trips (after 3 unbracketed ones: the path's first
     calls, imports and specialisation, unseen), each bracketed, or a bracketed no-op
-    beside each unbracketed trip."""
+    beside each unbracketed trip. `reflex`: the bracketed call is the reflex's (its match
+    and outputs, `TripBench(reflex=True)`), the engine's call after it unbracketed."""
     from goosectl.lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -94,14 +95,14 @@ def child(trips: int, noop: bool) -> None:
         call(lambda: None)
         trip()
 
-    bench = TripBench()
+    bench = TripBench(reflex=reflex)
     try:
         bench.sample(trips, warmup=3, around=beside if noop else call)
     finally:
         bench.close()
 
 
-def _collected(trips: int, noop: bool, python: str) -> int:
+def _collected(trips: int, noop: bool, python: str, reflex: bool = False) -> int:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise TripWorkError("valgrind is not installed (Debian package valgrind)")
@@ -117,6 +118,7 @@ def _collected(trips: int, noop: bool, python: str) -> int:
         "--child",
         str(trips),
         *(["--noop"] if noop else []),
+        *(["--reflex"] if reflex else []),
     ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
@@ -130,10 +132,11 @@ def _collected(trips: int, noop: bool, python: str) -> int:
     return n
 
 
-def measure(trips: int = 10, python: str = sys.executable) -> TripWork:
-    """Instructions per trip call, from two callgrind runs of `trips` calls each."""
-    full = _collected(trips, False, python)
-    empty = _collected(trips, True, python)
+def measure(trips: int = 10, python: str = sys.executable, reflex: bool = False) -> TripWork:
+    """Instructions per trip call, from two callgrind runs of `trips` calls each; with
+    `reflex`, of the reflex's call (frame -> TRIP bytes and ack frame, the engine after)."""
+    full = _collected(trips, False, python, reflex)
+    empty = _collected(trips, True, python, reflex)
     version = subprocess.run(
         [python, "-c", "import platform; print(platform.python_version())"],
         capture_output=True,
@@ -148,19 +151,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("trips", type=int, nargs="?", default=10)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--reflex", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--only", choices=("engine", "reflex"), help="count one path (both by default)")
     args = p.parse_args(argv)
     if args.child:
-        child(args.trips, args.noop)
+        child(args.trips, args.noop, args.reflex)
         return 0
+    paths = [args.only] if args.only else ["engine", "reflex"]
     try:
-        work = measure(args.trips)
+        counted = [(name, measure(args.trips, reflex=name == "reflex")) for name in paths]
     except TripWorkError as exc:
         print(f"trip_work: {exc}", file=sys.stderr)
         return 2
-    print(
-        f"{work.per_trip:,} instructions per trip call (bracket {work.bracket:,}; "
-        f"{work.trips} trips; CPython {work.python})"
-    )
+    for name, work in counted:
+        print(
+            f"{name}: {work.per_trip:,} instructions per trip call (bracket "
+            f"{work.bracket:,}; {work.trips} trips; CPython {work.python})"
+        )
     return 0
 
 

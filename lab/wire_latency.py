@@ -92,8 +92,11 @@ class WireTrip:
         realtime: bool = False,
         cpu_latency_us: int | None = None,
         load_dst: str = "010ccd0100ff",
+        reflex: bool | None = None,
     ) -> None:
         self.spin = spin
+        #: `run --reflex` / `--no-reflex` (docs/reflex.md); None: as `run` ships
+        self.reflex = reflex
         #: the load's destination MAC (hex): the default is no subscription's; the
         #: protection trip's own (010ccd010001) makes it a flood on the subscribed address
         self.load_dst = load_dst
@@ -169,6 +172,7 @@ class WireTrip:
                 str(self.tmp / "control.sock"),
                 "--quiet",
                 *(["--spin"] if self.spin else []),
+                *([] if self.reflex is None else ["--reflex" if self.reflex else "--no-reflex"]),
                 *(["--realtime"] if self.realtime else []),
                 *(["--cpu", str(own)] if own is not None else []),
                 *(

@@ -137,6 +137,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="simulation mode (LPHD.Sim) at start: subscriptions take simulated streams",
     )
+    p.add_argument(
+        "--reflex",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="the trip reflex: a trip frame the engine armed for writes the TRIP before the "
+        "engine handles it (docs/reflex.md; off by default until it is shown faster on the "
+        "wire than the engine's path, docs/performance.md)",
+    )
     p.set_defaults(func=run)
 
 
@@ -205,6 +213,7 @@ def _options(args: argparse.Namespace) -> tuple[ControllerConfig, Any, RunOption
         realtime=args.realtime,
         cpu=args.cpu,
         rt_priority=args.rt_priority,
+        reflex=args.reflex,
         uplink_hold=_uplink_hold(args.state),
     )
     return cfg, keys, options

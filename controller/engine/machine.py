@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from copy import deepcopy
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
@@ -107,6 +108,19 @@ class Machine:
         self.ignored: Counter[str] = Counter()
         self.transitions_total = 0
         self.started = False
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Machine:
+        """A machine of its own (state, context, counters) on the same table: a copy of a
+        controller runs ahead of it without touching it (`controller/logic/reflex.py`)."""
+        new = object.__new__(Machine)
+        memo[id(self)] = new
+        for name in Machine.__slots__:
+            if name not in ("_view", "table", "_rows") and hasattr(self, name):
+                setattr(new, name, deepcopy(getattr(self, name), memo))
+        new.table = self.table
+        new._rows = self._rows
+        new._view = MappingProxyType(new._ctx)
+        return new
 
     @property
     def ctx(self) -> MappingProxyType[str, Any]:

@@ -91,6 +91,10 @@ class Row:
 class Table:
     """A validated, compiled machine description, shared by all its instances."""
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> Table:
+        """Immutable: a copied machine shares its table (a run ahead, `logic/reflex.py`)."""
+        return self
+
     def __init__(self, spec: MachineSpec, bound: Bound, source: str) -> None:
         self.spec = spec
         self.name = spec.name

@@ -72,6 +72,7 @@ class RunOptions:
     cpu: int | None = None
     rt_priority: int = 50
     uplink_hold: Callable[[], int | None] | None = None
+    reflex: bool = False  # the trip reflex (docs/reflex.md)
 
 
 @dataclass
@@ -134,6 +135,7 @@ class LiveController:
             "frame_latency_us": percentiles(list(live.live.latencies)),
             "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
             "frame_to_device_us": percentiles(list(live.device_latencies)),
+            **({"reflex": live.core.reflex.counts()} if live.core.reflex is not None else {}),
             "goose": self.bay.hub.counters(),
             "journal": self.journals.report(),
             "stderr": self.stderr.status(),
@@ -256,7 +258,7 @@ def _agent(
 def _live(bay: BayController, agent: AgentBay, o: RunOptions, stack: ExitStack) -> BayLive:
     """The sockets (and PRP's LRE between them and the hub) and the serial link."""
     try:
-        live = BayLive(bay, o.iface, o.iface_b, o.port, endpoint=agent)
+        live = BayLive(bay, o.iface, o.iface_b, o.port, endpoint=agent, reflex=o.reflex)
     except PermissionError as exc:
         raise AssemblyError(str(exc)) from exc
     except OSError as exc:

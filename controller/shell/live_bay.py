@@ -32,6 +32,7 @@ from goosectl.controller.logic.effects import (
 from goosectl.controller.ports import SerialEndpoint
 from goosectl.controller.report.bay_report import describe
 from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.controller.shell.reflex_live import LiveReflex
 from goosectl.controller.shell.serial_link import SerialLink
 from goosectl.protocols.goose import Vlan
 
@@ -50,6 +51,8 @@ class BayGooseCore:
         #: frames sent while their input was being handled (`BayLive._urgent`), with the
         #: sides they still need: returned with the input's other outputs
         self.early: list[SendFrame] = []
+        #: the trip reflex (`controller/shell/reflex_live.py`), None without one
+        self.reflex: LiveReflex | None = None
 
     def _out(self) -> list[Any]:
         early = self.early
@@ -63,8 +66,13 @@ class BayGooseCore:
         return self._out()
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> list[Any]:
+        reflex = self.reflex
+        if reflex is None:
+            self.bay.frame(buf, side, now_ns, vlan)
+            return self._out()
+        reflex.before(buf, side, now_ns, vlan)
         self.bay.frame(buf, side, now_ns, vlan)
-        return self._out()
+        return [*reflex.after(now_ns), *self._out()]
 
     def advance(self, now_ns: int) -> list[Any]:
         self.bay.advance(now_ns)
@@ -288,8 +296,10 @@ class BayLive:
         status_every: bool = True,
         on_effects: Callable[[list[Any]], None] | None = None,
         endpoint: SerialEndpoint | None = None,
+        reflex: bool = False,
     ) -> None:
-        """`endpoint` is what the serial port feeds: the bay, or `AgentBay` (bay + agent)."""
+        """`endpoint` is what the serial port feeds: the bay, or `AgentBay` (bay + agent);
+        `reflex`: fire the trip reflex (`controller/shell/reflex_live.py`)."""
         self.bay = bay
         self.endpoint: SerialEndpoint = endpoint or bay
         self.core = BayGooseCore(bay, self.endpoint)
@@ -307,10 +317,24 @@ class BayLive:
         #: read to the command's bytes taken by the port, the last 100,000 (the stop report)
         self.device_latencies: deque[int] = deque(maxlen=100_000)
         bay.urgent = self._urgent
+        if reflex:
+            self.core.reflex = LiveReflex(bay, self._write_reflex, self.live.send_early)
+
+    def _write_reflex(self, data: bytes) -> None:
+        """The reflex's TRIP to the port now, as `write_early` writes the engine's."""
+        serial = self.serial
+        serial.unsent += data
+        if serial.port is not None:
+            serial._write_some()
+            t_in = self.live.t_in
+            if t_in is not None:
+                self.device_latencies.append(time.monotonic_ns() - t_in)
 
     def _urgent(self) -> None:
         """A command or a frame is ready while its input is still being handled: the TRIP
         to the port first, then the frames, then the core goes on with its bookkeeping."""
+        if self.core.reflex is not None:
+            self.core.reflex.urgent()  # what the reflex already sent is not sent again
         wrote = self.serial.write_early()
         frames = self.bay.take_frames()
         if frames:
@@ -333,6 +357,8 @@ class BayLive:
         if more:
             more += live.execute(more, now)
             self._sink(more)
+        if self.core.reflex is not None:
+            self.core.reflex.rearm()  # off the frame path: after the round's outputs
         if self.status_every:
             try:
                 self.status.tick(now)

@@ -1,0 +1,376 @@
+"""The trip reflex never acts where the engine would not, and acts as the engine does.
+
+The oracle is the engine itself: on random controller histories (modes, simulation, the
+breaker open or closed, the protection stream refused for every reason the receive rules
+name, lost, in conflict, time moving on) a reflex is armed at some point, more history
+follows, and then a frame arrives: the next trip frame as the protection IED sends it, or
+a copy of it changed where a refusal lives (simulation, quality, confRev, ndsCom, the
+source, the stNum, a stale `t`, a TAL out of bound, any octet). Whenever the arming
+matches the frame, the engine given the same frame at the same time writes exactly the
+device bytes and sends exactly the frames the reflex would have (the bay's UTC filled in).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import os
+from functools import cache
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
+from goosectl.lab.latency import MS, TripBench
+from goosectl.protocols.goose import Boolean, Quality, parse_header
+
+SECOND = 1000 * MS
+
+
+@cache
+def _base() -> TripBench:
+    bench = TripBench()
+    bench._reclose()
+    return bench
+
+
+def fresh() -> TripBench:
+    """A bench of its own, the breaker closed, the trip stream valid at FALSE."""
+    bench = copy.deepcopy(_base())
+    # the base's instrumentation would stamp the base's clock: the engine's own methods
+    for obj in (bench.bay.link, bench.bay.hub):
+        for name in [n for n in vars(obj) if callable(getattr(type(obj), n, None))]:
+            delattr(obj, name)
+    return bench
+
+
+def engine_outputs(bay: BayController, buf: bytes, side: str, now: int) -> Emitted:
+    """What the engine writes at its urgent moments for `buf` (the live shell's early
+    outputs), taken from the bay itself."""
+    device = bytearray()
+    frames = []
+    bay.take_frames()
+    bay.link.take_output()
+
+    def urgent() -> None:
+        device.extend(bay.link.take_output())
+        frames.extend(bay.take_frames())
+
+    bay.urgent = urgent
+    try:
+        bay.frame(buf, side, now)
+    finally:
+        bay.urgent = None
+    return Emitted(bytes(device), tuple(frames))
+
+
+def ied_frame(bench: TripBench, value: bool, quality: Quality, t: int) -> bytes:
+    bench._run_until(t)
+    bench.ied.runner.feed(bench.ied_id, "publish", t, ((Boolean(value), quality.to_bitstring()), t))
+    return bench.ied.drain()[-1].data
+
+
+QUALITIES = st.sampled_from(
+    [
+        Quality(),
+        Quality(),
+        Quality(validity="invalid"),
+        Quality(validity="questionable"),
+        Quality(test=True),
+        Quality(operator_blocked=True),
+    ]
+)
+
+history_step = st.one_of(
+    st.tuples(st.just("state"), st.booleans(), QUALITIES),
+    st.tuples(st.just("run"), st.integers(0, 3000)),
+    st.tuples(st.just("silence"), st.sampled_from([1, 50, 150, 1000, 70_000])),
+    st.tuples(st.just("mode"), st.sampled_from(["on", "test", "test-blocked", "off"])),
+    st.tuples(st.just("simulation"), st.booleans()),
+    st.tuples(st.just("mutant"), st.integers(0, 200), st.integers(1, 255)),
+    st.tuples(st.just("reclose")),
+)
+
+
+def apply(bench: TripBench, step: tuple) -> None:
+    bay, now = bench.bay, bench.wire.now_ns
+    kind = step[0]
+    if kind == "state":
+        bay.frame(ied_frame(bench, step[1], step[2], now + MS), "A", now + MS)
+    elif kind == "run":
+        bench._run_until(now + step[1] * MS)
+    elif kind == "silence":  # the IED says nothing: its stream may lapse
+        bench.wire.run_until(now + step[1] * MS)
+    elif kind == "mode":
+        bay.set_mode(step[1], now)
+    elif kind == "simulation":
+        bay.set_simulation(step[1], now)
+    elif kind == "mutant":  # the IED's next frame with one octet changed
+        buf = bytearray(ied_frame(bench, False, Quality(), now + MS))
+        i = step[1] % len(buf)
+        buf[i] ^= step[2]
+        bay.frame(bytes(buf), "A", now + MS)
+    elif kind == "reclose" and bay.bay.state == "open" and bay.mode.state == "on":
+        with contextlib.suppress(RuntimeError):
+            bench._reclose()
+
+
+def _flip_t(buf: bytes, t_at: int, delta_ns: int, quality: int | None) -> bytes:
+    from goosectl.protocols.goose import UtcTime
+
+    t = UtcTime.from_bytes(buf, t_at)
+    new = UtcTime.from_ns(max(0, t.to_ns() + delta_ns))
+    raw = UtcTime(new.seconds, new.fraction, t.quality if quality is None else quality)
+    return buf[:t_at] + raw.to_bytes() + buf[t_at + 8 :]
+
+
+final_frame = st.one_of(
+    # the IED's own next trip, as it sends it (the case the reflex is for)
+    st.just(("ied", True, Quality())),
+    # the IED's own next frame: a trip with any quality, or not
+    st.tuples(st.just("ied"), st.booleans(), QUALITIES),
+    # the candidate the arming expects, with the parts a frame may vary
+    st.tuples(
+        st.just("spliced"),
+        st.sampled_from([0, 1, 2, 20, 100, 200, 60_000, 60_001, 70_000, 1 << 20]),
+        st.sampled_from([0, 1, -1, 1000, -10 * MS, -1000 * MS, 10 * SECOND]),
+        st.sampled_from([None, 0x00, 0x20, 0x40, 0x0A]),
+        st.one_of(st.none(), st.none(), st.tuples(st.integers(0, 200), st.integers(1, 255))),
+        st.sampled_from([0, 1, 2]),  # stNum after the stream's: +1 (0), +2 (1), same (2)
+        # one refusal of the receive rules written into the frame, or none
+        st.sampled_from([None, None, "simulation", "s_bit", "confrev", "ndscom", "src"]),
+    ),
+)
+
+#: goosePdu tags of the one-octet fields a refusal changes: simulation, confRev, ndsCom
+REFUSAL_TAGS = {"simulation": 0x87, "confrev": 0x88, "ndscom": 0x89}
+
+
+def refused(buf: bytes, how: str | None) -> bytes:
+    """`buf` with one receive rule broken: simulation TRUE, the S-bit, confRev + 1, ndsCom
+    TRUE, another source MAC."""
+    if how is None:
+        return buf
+    b = bytearray(buf)
+    off = 16 if b[12:14] == b"\x81\x00" else 12
+    if how == "src":
+        b[11] ^= 0x01
+    elif how == "s_bit":
+        b[off + 6] |= 0x80
+    else:
+        tag = REFUSAL_TAGS[how]
+        p = b.index(bytes((tag, 1)), off + 10)
+        b[p + 2] = (b[p + 2] + 1) & 0xFF if how == "confrev" else 1
+    return bytes(b)
+
+
+@settings(
+    max_examples=int(os.environ.get("REFLEX_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+@given(
+    before=st.one_of(st.just([]), st.lists(history_step, max_size=4)),
+    after=st.one_of(st.just([]), st.lists(history_step, max_size=3)),
+    final=final_frame,
+    side=st.sampled_from(["A", "A", "A", "B"]),
+    # late: the frame comes after time the bay has not run (its timers due, as in the live
+    # loop, which reads a frame before it fires them): repeats of its publishers due, or a
+    # TAL
+    late_ms=st.sampled_from([0, 0, 0, 0, 1, 5, 80, 150, 300, 500, 2000, 70_000]),
+)
+def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms):
+    bench = fresh()
+    bay = bench.bay
+    for step in before:
+        apply(bench, step)
+    rule = trip_rules(bay)[0]
+    arming = arm(bay, rule)
+    event(f"armed: {arming is not None}")
+    for step in after:
+        apply(bench, step)
+    now = bench.wire.now_ns + MS
+    stream = next(s for s in bay.hub.bank.streams.values() if s.label == rule.stream)
+    if final[0] == "ied":
+        buf = ied_frame(bench, final[1], final[2], now)
+    else:
+        _, tal, dt, tq, flip, st_add, how = final
+        if stream.memory is None or stream.machine.ctx["st"] is None:
+            return
+        st_num = stream.machine.ctx["st"] + (1, 2, 0)[st_add]
+        cand = candidate(stream.memory.buf, st_num, rule.index, tal)
+        if cand is None:
+            return
+        buf = refused(_flip_t(cand.buf, cand.t_at, dt, tq), how)
+        if flip is not None:
+            b = bytearray(buf)
+            b[flip[0] % len(b)] ^= flip[1]
+            buf = bytes(b)
+    now += late_ms * MS
+    due = arming is not None and any(t.any_due(now) for t in arming.timers)
+    fired = _judge(bench, arming, buf, side, now)
+    event(f"fired: {fired}" + (" (a timer due)" if fired and due else ""))
+
+
+def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: int) -> bool:
+    """Whether the reflex fired; if it did, the engine's outputs are asserted equal."""
+    bay = bench.bay
+    fired = arming is not None and arming.match(buf, side, now, None)
+    if not fired:
+        return False
+    assert arming is not None
+    expected = arming.outputs(now + bay.utc_offset_ns)
+    due = any(t.any_due(now) for t in arming.timers)
+    got = engine_outputs(bay, buf, side, now)
+    assert got.device == expected.device, "the engine wrote other device bytes"
+    # a publisher's repeat that was due goes out first from the engine, after the TRIP and
+    # the ack from the reflex: every other frame the same, in the same order
+    new_states = [f for f in got.frames if parse_header(f.data).sq_num == 0]
+    assert len(new_states) == len(got.frames) or due, "a repeat without a due timer"
+    assert [(f.gocb_ref, f.sides, f.data) for f in new_states] == [
+        (f.gocb_ref, f.sides, f.data) for f in expected.frames
+    ], "the engine sent other frames"
+    assert bay.bay.state == "tripping"
+    return True
+
+
+def test_the_plain_trip_fires_and_matches_the_engine():
+    """A valid stream at FALSE, the breaker closed: the IED's trip frame fires the reflex,
+    and the engine writes the same TRIP and the same ack."""
+    bench = fresh()
+    arming = arm(bench.bay, trip_rules(bench.bay)[0])
+    assert arming is not None
+    now = bench.wire.now_ns + 3 * MS
+    buf = ied_frame(bench, True, Quality(), now)
+    assert _judge(bench, arming, buf, "A", now)
+
+
+def test_a_publishers_repeat_due_at_the_trip_does_not_hold_the_reflex_back():
+    """The live loop reads a frame before it fires the timers due meanwhile: a trip that
+    comes while a publisher's repeat is due still fires, the engine sends the repeat and
+    then the same TRIP and ack; a due timer that matters (the stream's TAL) refuses."""
+    bench = fresh()
+    bay = bench.bay
+    arming = arm(bay, trip_rules(bay)[0])
+    assert arming is not None
+    live = bay.runner.timers._live
+    repeat = min(t["retransmit"][0] for pid, t in live.items() if pid in bay.hub.publishers)
+    tal = min(t["tal"][0] for t in live.values() if "tal" in t)
+    assert repeat < tal and {(p, "retransmit") for p in bay.hub.publishers} == arming.harmless
+    now = repeat + 1000
+    buf = ied_frame_at(bench, True, now)
+    assert not arming.match(buf, "A", tal + 1000, None)  # the TAL ran out: the engine's
+    assert bay.runner.timers.any_due(now)
+    assert _judge(bench, arming, buf, "A", now)
+
+
+def ied_frame_at(bench: TripBench, value: bool, t: int) -> bytes:
+    """The IED's frame stamped `t` without running the bay up to `t` (its timers stay due)."""
+    bench.ied.runner.feed(
+        bench.ied_id, "publish", t, ((Boolean(value), Quality().to_bitstring()), t)
+    )
+    return bench.ied.drain()[-1].data
+
+
+def test_no_arming_where_the_engine_would_not_trip():
+    """Off, test-blocked, simulation, an open breaker, an invalid trip input: no arming."""
+    for setup in (
+        lambda b: b.bay.set_mode("off", b.wire.now_ns),
+        lambda b: b.bay.set_mode("test-blocked", b.wire.now_ns),
+        lambda b: b.bay.set_simulation(True, b.wire.now_ns),
+        lambda b: apply(b, ("state", True, Quality())),
+        lambda b: apply(b, ("state", False, Quality(validity="invalid"))),
+        lambda b: apply(b, ("silence", 70_000)),
+    ):
+        bench = fresh()
+        setup(bench)
+        assert arm(bench.bay, trip_rules(bench.bay)[0]) is None
+
+
+def test_a_change_after_arming_disarms():
+    """Armed, then the mode goes to test-blocked: the trip frame no longer matches."""
+    bench = fresh()
+    arming = arm(bench.bay, trip_rules(bench.bay)[0])
+    assert arming is not None
+    bench.bay.set_mode("test-blocked", bench.wire.now_ns)
+    now = bench.wire.now_ns + MS
+    assert not arming.match(ied_frame(bench, True, Quality(), now), "A", now, None)
+
+
+class Shell:
+    """The live shell's part around the reflex, without sockets: what reaches the port and
+    the wire, in order."""
+
+    def __init__(self, bench: TripBench) -> None:
+        from goosectl.controller.shell.reflex_live import LiveReflex
+
+        self.bay = bench.bay
+        self.port = bytearray()
+        self.wire: list[bytes] = []
+        self.reflex = LiveReflex(self.bay, self.port.extend, self._send)
+        self.bay.urgent = self._urgent
+        self.bay.take_frames()
+
+    def _send(self, frames: list) -> list:
+        self.wire.extend(f.data for f in frames)
+        return [dataclasses.replace(f, sides=()) for f in frames]
+
+    def _urgent(self) -> None:  # BayLive._urgent's order: the reflex's share first
+        self.reflex.urgent()
+        self.port.extend(self.bay.link.take_output())
+        self._send(self.bay.take_frames())
+
+    def frame(self, buf: bytes, now: int) -> list:
+        fired = self.reflex.before(buf, "A", now, None)
+        self.bay.frame(buf, "A", now)
+        return [fired, *self.reflex.after(now)]
+
+
+def test_the_device_gets_one_trip_and_the_wire_one_ack():
+    """The reflex fires; the engine then emits the same TRIP and ack, which the shell does
+    not write or send a second time."""
+    bench = fresh()
+    shell = Shell(bench)
+    assert shell.reflex.rearm() == 1
+    now = bench.wire.now_ns + 2 * MS
+    buf = ied_frame(bench, True, Quality(), now)
+    expected = shell.reflex.armings[0].outputs(now + bench.bay.utc_offset_ns)
+    fired, *effects = shell.frame(buf, now)
+    assert fired
+    assert bytes(shell.port) == expected.device
+    acks = [f for f in shell.wire if b"tripack" in f]
+    assert acks == [f.data for f in expected.frames]
+    assert not any(type(e).__name__ == "Alarm" for e in effects)
+    assert bench.bay.bay.state == "tripping"
+    assert shell.reflex.fired == 1 and shell.reflex.disagreed == 0
+
+
+def test_an_engine_that_disagrees_raises_an_alarm_and_its_own_bytes_still_go_out():
+    """Should the engine emit other bytes than the reflex sent (here the arming is made
+    wrong on purpose), the engine's bytes are written too and the alarm names both."""
+    bench = fresh()
+    shell = Shell(bench)
+    shell.reflex.rearm()
+    a = shell.reflex.armings[0]
+    assert a is not None
+    a.emitted = Emitted(b"\x00wrong\x00", a.emitted.frames)
+    now = bench.wire.now_ns + 2 * MS
+    fired, *effects = shell.frame(ied_frame(bench, True, Quality(), now), now)
+    assert fired
+    alarms = [e for e in effects if type(e).__name__ == "Alarm"]
+    assert [x.name for x in alarms] == ["reflex_disagreed"]
+    assert b"wrong".hex() in alarms[0].detail
+    assert bytes(shell.port).startswith(b"\x00wrong\x00") and len(shell.port) > 7
+    assert shell.reflex.disagreed == 1
+
+
+def test_no_reflex_without_a_trip_frame():
+    """A retransmission, or a frame that trips nothing, leaves the reflex silent."""
+    bench = fresh()
+    shell = Shell(bench)
+    shell.reflex.rearm()
+    now = bench.wire.now_ns + 2 * MS
+    fired, *_ = shell.frame(ied_frame(bench, False, Quality(), now), now)
+    assert not fired and not shell.port
