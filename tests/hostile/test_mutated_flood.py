@@ -81,18 +81,22 @@ def send_attack(sock: RawSocket, seed: int) -> float:
     return len(batches) * COPIES / busy
 
 
-def delivered_changes(frames: list[dict]) -> list[int]:
-    """The genuine state changes (k = 1..CHANGES) listen delivered: the frame with the
-    change's stNum, sqNum 0 and data, as a new state, not refused."""
-    got = []
+def changes(frames: list[dict]) -> tuple[list[int], list[int]]:
+    """The genuine state changes (k = 1..CHANGES) listen showed, and those it delivered:
+    the frame with the change's stNum, sqNum 0 and data; delivered as a new state, not
+    refused. (No copy can be such a frame: a copy of change k has another stNum, a copy
+    of an earlier change other data.)"""
+    shown, got = set(), set()
     for x in frames:
         k = x.get("stNum", 0) - ST0
-        if not 1 <= k <= CHANGES or x.get("sqNum") != 0 or "refused" in x:
+        if not 1 <= k <= CHANGES or x.get("sqNum") != 0:
             continue
-        data = x.get("allData") or []
-        if x.get("class") in ("new_state", "missed_states") and _unsigned(data) == k:
-            got.append(k)
-    return sorted(set(got))
+        if _unsigned(x.get("allData") or []) != k:
+            continue
+        shown.add(k)
+        if x.get("class") in ("new_state", "missed_states") and "refused" not in x:
+            got.add(k)
+    return sorted(shown), sorted(got)
 
 
 def _unsigned(data: list) -> int | None:
@@ -126,10 +130,15 @@ def test_mutated_copies_do_not_blind_the_stream(netlab, tmp_path) -> None:
     frames = [x for x in lines if "frame" in x and "class" in x]
     stats = [x for x in lines if x.get("event") == "stats"]
     drops = stats[-1]["drops"] if stats else None
-    got = delivered_changes(frames)
+    shown, got = changes(frames)
     conflict = [x for x in frames if "conflict" in x.get("flags", [])]
     assert conflict, "the conflict is said"
-    assert got == list(range(1, CHANGES + 1)), (
-        f"genuine state changes delivered: {got} of 1..{CHANGES} "
+    numbers = (
+        f"genuine state changes delivered: {got}, shown {shown} of 1..{CHANGES} "
         f"({len(frames)} frames shown, kernel drops {drops}, copies at {rate:.0f}/s)"
     )
+    # every genuine change listen read is delivered; all of them when the kernel dropped
+    # none (a host too busy to read 30,000 frames/s drops some, counted)
+    assert got == shown, numbers
+    assert len(shown) == CHANGES or drops, numbers
+    assert len(shown) >= CHANGES // 2, numbers
