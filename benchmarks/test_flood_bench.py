@@ -48,16 +48,16 @@ import statistics
 import time
 
 from benchmarks.percentiles import check_budget, ratio, sample_calls, summarise
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.config.load import load_config
-from controller.demo.scenario import EPOCH
-from controller.goose.hub import GooseHub
-from controller.goose.subscriber import SubscriberBank
-from controller.logic.core import BayController
-from lab.latency import TripBench
-from protocols.ethernet import bpf
-from protocols.goose import Boolean, GooseFrame, encode_frame, parse_header
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import EPOCH
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.subscriber import SubscriberBank
+from goosectl.controller.logic.core import BayController
+from goosectl.lab.latency import TripBench
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.goose import Boolean, GooseFrame, encode_frame, parse_header
 from tests.support.peers import require_root
 
 GROUP = "flood"
@@ -220,7 +220,7 @@ def test_the_trip_behind_a_flood_in_process(benchmark, short, tmp_path):
 
 def test_the_trip_on_the_wire_under_a_flood(benchmark, short):
     require_root()
-    from lab.wire_latency import WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import WireTrip, peer_fifo
 
     n = 1000 if short else 5000
     results = {}
@@ -298,7 +298,7 @@ def wait_for_load(trip, timeout_s: float = 30.0) -> None:
 def rx_packets(trip) -> int:
     """Frames the controller's interface received (its namespace's counter): what the
     loader really sent, the kernel filter's drops included."""
-    from lab.wire_latency import IFACE
+    from goosectl.lab.wire_latency import IFACE
 
     ctl = trip.lab.namespaces[1]
     out = ctl.run(["cat", f"/sys/class/net/{IFACE}/statistics/rx_packets"], timeout=10)
@@ -311,8 +311,8 @@ def test_the_cost_of_a_rejected_frame_in_the_kernel(benchmark, short):
     one with the destination-only filter of before (queues them until its buffer is
     full, then the kernel drops them there). Rounds interleaved; medians compared."""
     require_root()
-    from lab.netns import netlab
-    from protocols.ethernet.rawsock import RawSocket
+    from goosectl.lab.netns import netlab
+    from goosectl.protocols.ethernet.rawsock import RawSocket
     from tests.ethernet.burst import MmsgSender
 
     frames = flood_frames()

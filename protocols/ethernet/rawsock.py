@@ -59,10 +59,10 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocols.ethernet import bpf
-from protocols.ethernet.bpf import StreamMatch
-from protocols.ethernet.mac import format_mac, parse_mac
-from protocols.ethernet.ring import (
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.bpf import StreamMatch
+from goosectl.protocols.ethernet.mac import format_mac, parse_mac
+from goosectl.protocols.ethernet.ring import (
     KernelStats,
     RingError,
     RingSpec,
@@ -70,7 +70,7 @@ from protocols.ethernet.ring import (
     RxRing,
     read_kernel_stats,
 )
-from protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
+from goosectl.protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
 
 __all__ = [
     "FrameSizeError",

@@ -12,10 +12,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.ethernet import bpf
-from protocols.ethernet.bpf import StreamMatch
-from protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
-from protocols.goose import Boolean, GooseFrame, OctetString, encode_frame
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.bpf import StreamMatch
+from goosectl.protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
+from goosectl.protocols.goose import Boolean, GooseFrame, OctetString, encode_frame
 from tests.ethernet.frames import read_until
 
 DSTS = [bytes.fromhex("010ccd010001"), bytes.fromhex("010ccd010002")]
@@ -153,8 +153,8 @@ def test_the_kernel_drops_foreign_streams_and_agrees_with_the_interpreter(wire) 
 def test_the_kernel_filter_is_the_banks_decision_compiled(wanted, key, tagged) -> None:
     """The filter is a fast path of the subscriber bank's own decision: it lets a frame in
     exactly when the bank would take it for a subscription (anything but `unmatched`)."""
-    from controller.config.goose import GooseConfig
-    from controller.goose.hub import GooseHub
+    from goosectl.controller.config.goose import GooseConfig
+    from goosectl.controller.goose.hub import GooseHub
 
     subs = [{"gocb_ref": r, "appid": a, "dst": d.hex(":")} for d, a, r in wanted]
     hub = GooseHub(GooseConfig.model_validate({"subscriptions": subs}))

@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, GooseFrame, Unsigned, UtcTime, encode_frame
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, GooseFrame, Unsigned, UtcTime, encode_frame
 from tests.ethernet.burst import Listener, MmsgSender
 from tests.support.netns import netlab_fixture
 
