@@ -35,10 +35,17 @@ class Clock(Protocol):
 
 
 class Subscribed(Protocol):
-    """One subscription as the GOOSE loop sees it: the group address to join."""
+    """One subscription as the GOOSE loop sees it: the group address to join, and the
+    APPID and gocbRef the kernel filter lets in on it."""
 
     @property
     def dst(self) -> bytes: ...
+
+    @property
+    def appid(self) -> int: ...
+
+    @property
+    def gocb_ref(self) -> str: ...
 
 
 class SubscriptionsView(Protocol):

@@ -175,9 +175,32 @@ def _stale(ctx, hdr, cls: str, alt: bool) -> bool:
     return sq_order(ctx["sq"], hdr.sq_num)[0] <= 0 and t <= ref + skew
 
 
+def is_jump(cls: str, hdr, ctx) -> bool:
+    """A state change its own publisher would not send next: stNum skipping states, or a
+    new stNum with the data and `t` of the stream's last state. A stNum-mutated copy of
+    the genuine frame is always one of these (it carries that frame's data and `t`); a
+    genuine publisher sends one only after frames were lost."""
+    if cls == "missed_states":
+        return True
+    return cls == "new_state" and hdr.all_data == ctx["data"] and hdr.t.to_ns() <= ctx["t_ns"]
+
+
+def _next_of(cls: str, hdr, ctx) -> bool:
+    """The frame is what the sequence's own publisher sends next: a retransmission, or a
+    new state that is not a jump (a mutated copy must never pass for it)."""
+    return cls == "retransmission" or (cls == "new_state" and not is_jump(cls, hdr, ctx))
+
+
 def _sequence(ctx, hdr, now_ns: int, foreign: bool, flags: list[str]) -> tuple[str, bool, bool]:
     """(class, wrapped, alt): which sequence the frame continues, and how. Opens a conflict
-    (flags `two_sequences` or `two_sources`, and `conflict`) at the first frame proving one."""
+    (flags `two_sequences` or `two_sources`, and `conflict`) at the first frame proving one.
+
+    Two sequences (a stNum jump, then the sequence before it continued): the one that
+    continues the state before the jump stays the stream's own (alt False), the jump is
+    the other. While in conflict the stream's own sequence is never moved by a jump: a
+    jump neither sequence continues replaces the other one, so a flood of stNum-mutated
+    copies of the genuine frame lands there and the genuine state changes still arrive
+    as new states of the stream's own sequence."""
     first = ctx["st"] is None
     st, sq = hdr.st_num, hdr.sq_num
     if ctx["conflict"]:
@@ -188,10 +211,12 @@ def _sequence(ctx, hdr, now_ns: int, foreign: bool, flags: list[str]) -> tuple[s
             cls, wrapped = classify_sequence(first, ctx["alive"], ctx["st"], ctx["sq"], st, sq)
             return cls, wrapped, False
         cls, wrapped = classify_sequence(first, ctx["alive"], ctx["st"], ctx["sq"], st, sq)
-        if cls in ("replay", "out_of_order"):
+        if cls not in CONTINUES or is_jump(cls, hdr, ctx):
             other = classify_sequence(False, True, ctx["alt_st"], ctx["alt_sq"], st, sq)
             if other[0] in CONTINUES:
                 return other[0], other[1], True
+            if cls in ("new_state", "missed_states"):
+                return cls, wrapped, True  # a jump: the other sequence from now on
         return cls, wrapped, False
     if foreign and not first:
         flags += ("two_sources", "conflict")
@@ -200,9 +225,9 @@ def _sequence(ctx, hdr, now_ns: int, foreign: bool, flags: list[str]) -> tuple[s
     prev = ctx["prev_st"]
     if cls == "replay" and prev is not None and now_ns - ctx["jump_ns"] > REORDER_NS:
         other = classify_sequence(False, True, prev, ctx["prev_sq"], st, sq)
-        if other[0] in CONTINUES and other[0] != "duplicate":
+        if _next_of(other[0], hdr, ctx):
             flags += ("two_sequences", "conflict")
-            return other[0], other[1], True
+            return other[0], other[1], False
     return cls, wrapped, False
 
 
@@ -241,7 +266,9 @@ def judge(ctx, hdr, now_ns: int, values_of, foreign: bool = False) -> tuple[Verd
     limit = ctx["tal_limit_ns"]
     if limit and hdr.time_allowed_to_live * 1_000_000 > limit:
         flags.append("tal_bounded")
-    if cls in ("new_state", "missed_states", "restart") and _stale(ctx, hdr, cls, alt):
+    # opening a conflict, the frame's reference `t` is the state's before the jump (alt's)
+    opening = "two_sequences" in flags
+    if cls in ("new_state", "missed_states", "restart") and _stale(ctx, hdr, cls, alt or opening):
         cls = "stale"
         flags.append("stale_time")
     deliver, _ = CLASSES[cls]

@@ -8,6 +8,7 @@ from goosectl.controller.goose.classify import (
     QUALITIES,
     REARMS_TAL,
     Verdict,
+    is_jump,
     judge,
     shape_fits,
     shape_of,
@@ -138,8 +139,14 @@ def accept(ctx, ev):
 
 def _move_main(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:
     """What a frame of the stream's (main) sequence moves; an advance remembers the state
-    before it, the sequence a second publisher would continue."""
+    before it, the sequence a second publisher would continue. A jump from a jump
+    (`jumped`: nothing continued the first yet) keeps the state before the first, so a
+    run of stNum-mutated copies cannot push the genuine state out of that memory."""
+    if "two_sequences" in v.flags:
+        return _swap(ctx, v, hdr, now, tal_ns)
     if v.advances:
+        jump = is_jump(v.cls, hdr, ctx)
+        keep = jump and ctx["jumped"]
         update = {
             "st": hdr.st_num,
             "sq": hdr.sq_num,
@@ -150,16 +157,37 @@ def _move_main(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:
             "tal_ns": tal_ns,
             "alive": True,
             "conf_rev": ctx["conf_rev"] if ctx["conf_rev"] is not None else hdr.conf_rev,
-            "prev_st": ctx["st"],
-            "prev_sq": ctx["sq"],
-            "prev_t_ns": ctx["t_ns"],
-            "jump_ns": now,
+            "jumped": jump,
         }
+        if not keep:
+            update.update(prev_st=ctx["st"], prev_sq=ctx["sq"], prev_t_ns=ctx["t_ns"], jump_ns=now)
     else:
         update = {"sq": hdr.sq_num, "rx_ns": now, "tal_ns": tal_ns}
+        if v.cls == "retransmission" and ctx["jumped"]:
+            update["jumped"] = False  # the jump was continued: a state of its own now
     if "conflict_cleared" in v.flags:
         update.update(NO_CONFLICT)
     return update
+
+
+def _swap(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:
+    """The frame opening a conflict continues the state before the jump: that sequence
+    stays the stream's own, and the jump becomes the other one (`alt_*`)."""
+    advances = v.advances
+    return {
+        "st": hdr.st_num if advances else ctx["prev_st"],
+        "sq": hdr.sq_num,
+        "t_ns": hdr.t.to_ns() if advances else ctx["prev_t_ns"],
+        "data": hdr.all_data,
+        "rx_ns": now,
+        "tal_ns": tal_ns,
+        "jumped": False,
+        "alt_st": ctx["st"],
+        "alt_sq": ctx["sq"],
+        "alt_t_ns": ctx["t_ns"],
+        "alt_rx_ns": ctx["rx_ns"],
+        "alt_tal_ns": ctx["tal_ns"],
+    }
 
 
 def _move_alt(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:

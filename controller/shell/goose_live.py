@@ -36,6 +36,7 @@ from goosectl.protocols.ethernet.rawsock import (
     RawSocket,
     RawSocketError,
     RingSpec,
+    StreamMatch,
     TxQueueFullError,
 )
 from goosectl.protocols.goose import Vlan
@@ -130,6 +131,8 @@ class LiveGoose:
         and `rx_modes` says so."""
         self.hub = hub
         groups = sorted({s.dst for s in hub.bank.subs.values()})
+        # the kernel drops frames of other streams to these groups (a flood never queues)
+        streams = [StreamMatch(s.dst, s.appid, s.gocb_ref) for s in hub.bank.subs.values()]
         promisc = hub.bank.observer if promiscuous is None else promiscuous
         # no interface: the loop still serves timers, the serial port and the control socket
         self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
@@ -138,7 +141,9 @@ class LiveGoose:
         self.socks: dict[str, RawSocket] = {}
         try:
             for side, iface in self.ifaces.items():
-                self.socks[side] = RawSocket(iface, groups=groups, promiscuous=promisc, ring=ring)
+                self.socks[side] = RawSocket(
+                    iface, groups=groups, promiscuous=promisc, ring=ring, streams=streams
+                )
         except BaseException:
             self.close()
             raise

@@ -28,6 +28,12 @@ What the socket does, and why:
   mode; because veth and many NICs deliver every group anyway, the BPF filter also
   compares the destination with the joined groups. ``promiscuous=True`` (observer mode)
   sets PACKET_MR_PROMISC and accepts any destination.
+- With ``streams`` (what the subscriptions name: destination, APPID, gocbRef) the filter
+  also drops frames of other streams sent to a joined group, so a flood of them never
+  enters the receive queue or ring (`bpf.stream_filter`). A program too long for the
+  kernel falls back to APPIDs only, then to destinations only; `filter_level` says which
+  is in use. What the filter drops is not in PACKET_STATISTICS (the kernel counts only
+  what passed it): the interface's own rx counter minus `kernel.packets` is the estimate.
 - Non-blocking with `fileno()` for selectors/epoll; SO_TIMESTAMPNS gives the kernel's
   receive time (CLOCK_REALTIME, comparable with `time.time_ns()`) for wire latency.
 - The socket is created with protocol 0 (receives nothing), the filter is attached, and
@@ -54,6 +60,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.bpf import StreamMatch
 from goosectl.protocols.ethernet.mac import format_mac, parse_mac
 from goosectl.protocols.ethernet.ring import (
     KernelStats,
@@ -75,6 +82,7 @@ __all__ = [
     "RingSpec",
     "RxFrame",
     "RxTxStats",
+    "StreamMatch",
     "TxQueueFullError",
     "UnknownInterfaceError",
     "interface_index",
@@ -167,9 +175,11 @@ class RawSocket:
         max_frame: int = 9216,
         ring: RingSpec | None = None,
         sndbuf: int | None = None,
+        streams: Iterable[bpf.StreamMatch] = (),
     ) -> None:
         """``ring`` receives through a memory-mapped ring of that size and layout (None: the
-        socket's receive buffer, `rcvbuf` bytes if given); ``sndbuf`` sets SO_SNDBUF."""
+        socket's receive buffer, `rcvbuf` bytes if given); ``sndbuf`` sets SO_SNDBUF;
+        ``streams`` are the only streams let in (none: every frame to a joined group)."""
         self.iface = iface
         self.ifindex = interface_index(iface)
         self.promiscuous = promiscuous
@@ -183,6 +193,10 @@ class RawSocket:
         #: the kernel's counters summed over every `kernel_stats()` call
         self.kernel = KernelStats()
         self._groups: dict[bytes, None] = {}
+        self._streams: tuple[bpf.StreamMatch, ...] = tuple(dict.fromkeys(streams))
+        #: what the kernel filter compares: "stream" (dst, APPID, gocbRef), "appid",
+        #: "destination" or "promiscuous"
+        self.filter_level = "promiscuous" if promiscuous else "destination"
         self._vlans: dict[tuple[int, int], VlanTag] = {}
         try:
             sock = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, 0)
@@ -264,11 +278,31 @@ class RawSocket:
         self._refilter()
         self._membership(PACKET_DROP_MEMBERSHIP, PACKET_MR_MULTICAST, group)
 
+    @property
+    def streams(self) -> tuple[bpf.StreamMatch, ...]:
+        """The streams the kernel filter lets in (empty: any frame to a joined group)."""
+        return self._streams
+
     def _refilter(self) -> None:
+        """Attach the strictest program the kernel takes: by stream, by APPID, by dst."""
+        streams = () if self.promiscuous else self._streams
+        levels = [
+            ("stream", streams),
+            ("appid", tuple(dict.fromkeys(s._replace(gocb_ref=None) for s in streams))),
+        ]
+        for level, wanted in levels if streams else ():
+            try:
+                program = bpf.goose_program(self._groups, streams=wanted, ethertype=self.ethertype)
+                bpf.attach(self._sock, program)
+            except (bpf.BpfError, OSError):
+                continue  # too long for the kernel (4,096 instructions): one step coarser
+            self.filter_level = level
+            return
         program = bpf.goose_program(
             self._groups, promiscuous=self.promiscuous, ethertype=self.ethertype
         )
         bpf.attach(self._sock, program)
+        self.filter_level = "promiscuous" if self.promiscuous else "destination"
 
     def _membership(self, op: int, kind: int, mac: bytes) -> None:
         mreq = _MREQ.pack(self.ifindex, kind, len(mac), mac)

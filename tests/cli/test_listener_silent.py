@@ -14,7 +14,7 @@ import pytest
 
 from goosectl.lab.netns import netlab
 from goosectl.protocols.ethernet.rawsock import RawSocket
-from goosectl.protocols.goose import Boolean, GooseFrame, encode_frame
+from goosectl.protocols.goose import Boolean, GooseFrame, Quality, encode_frame
 from tests.support.peers import REPO, require_root
 
 pytestmark = pytest.mark.root
@@ -43,11 +43,13 @@ def test_listen_with_a_config_of_publishers_sends_nothing(kind: str) -> None:
             proc = near.popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
             first = proc.stdout.readline()
             assert json.loads(first or "{}").get("event") == "listening", proc.stderr.read()
-            # a frame to a group the listener joined: proof the pair carries frames
+            # a frame of a stream the listener subscribed to (the kernel filter drops
+            # other streams): proof the pair carries frames
             probe = GooseFrame(
-                gocb_ref="PROBE/LLN0$GO$p",
+                gocb_ref="PROT1LD0/LLN0$GO$trip",
                 dat_set="PROBE/LLN0$ds",
-                all_data=(Boolean(True),),
+                all_data=(Boolean(False), Quality().to_bitstring()),
+                appid=0x1001,
                 dst=bytes.fromhex("010ccd010001"),
             )
             cap.send(encode_frame(probe))

@@ -21,13 +21,25 @@ from goosectl.controller.config.load import load_config
 from goosectl.controller.engine.journal import Journal
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.shell.live_bay import BayLive
+from goosectl.protocols.goose import GooseFrame, encode_frame
 from tests.ethernet.burst import MmsgSender
-from tests.ethernet.frames import frame
 from tests.support.lines import Lines
 
 pytestmark = pytest.mark.root
 
 SUBSCRIBED = bytes.fromhex("010ccd010001")  # the default config's first subscription
+#: its frames as far as the kernel filter compares them (dst, APPID, gocbRef TLV): the
+#: burst's frames get through it, and what follows the gocbRef is each frame's label
+PREFIX = encode_frame(
+    GooseFrame(gocb_ref="PROT1LD0/LLN0$GO$trip", dat_set="x", all_data=(), appid=0x1001,
+               dst=SUBSCRIBED, src=bytes.fromhex("02aabbccdd01"))
+)[: 26 + len("PROT1LD0/LLN0$GO$trip")]  # fmt: skip
+
+
+def frame(dst: bytes, label: bytes, *, size: int) -> bytes:
+    """A frame of the subscribed stream the controller can only call malformed."""
+    assert dst == SUBSCRIBED
+    return PREFIX + label + bytes(size - len(PREFIX) - len(label))
 
 
 def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController:

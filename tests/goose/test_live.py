@@ -78,7 +78,7 @@ send(10, 1)             # duplicate
 send(10, 0)             # out_of_order
 p.new_state(); send(value=True)   # new_state (11, 0)
 send(14, 0, True)       # missed_states
-send(12, 0, True)       # the sequence before the jump goes on: a conflict
+send(12, 0, False)      # the sequence before the jump goes on, new data: a conflict
 time.sleep(1.2)         # the behaviour under test: TAL 800 ms expires in real time, lost
 send(4294967295, 0)     # a restarted publisher: restart, accepted whatever its stNum
 p.new_state(); send(value=True)   # stNum wraps to 1: new_state + wrap
@@ -106,8 +106,10 @@ def test_libiec61850_publisher_to_our_subscriber():
         (11, 0, "new_state", []),
         # set by hand, without new data (the same `t` is not stale: coarse IED clocks)
         (14, 0, "missed_states", ["unchanged_data"]),
-        # forward of the state before the jump: two sequences on one stream, a conflict
-        (12, 0, "new_state", ["two_sequences", "conflict", "unchanged_data"]),
+        # forward of the state before the jump, with new data: two sequences on one
+        # stream, a conflict (with the jump's data and `t` it would be one more jump, as a
+        # stNum-mutated copy is, and prove nothing)
+        (12, 0, "new_state", ["two_sequences", "conflict"]),
         (4294967295, 0, "restart", ["tal_late"]),
         (1, 0, "new_state", ["wrap"]),
     ]
