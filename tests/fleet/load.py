@@ -17,7 +17,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.fleet.store import Store
+from goosectl.controller.fleet.store import Store
 from tests.fleet.bays import spawn, start_collector, wait_until
 from tests.fleet.brokers import NatsCluster
 from tests.support.peers import REPO

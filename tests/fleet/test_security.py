@@ -15,12 +15,12 @@ from pathlib import Path
 import paho.mqtt.client as paho
 import pytest
 
-from controller.config.uplink import UplinkCfg
-from controller.fleet import topics
-from controller.fleet.collector import Collector
-from controller.fleet.mqtt import make_client, parse_broker
-from controller.fleet.store import Store
-from controller.fleet.uplink import Uplink
+from goosectl.controller.config.uplink import UplinkCfg
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.collector import Collector
+from goosectl.controller.fleet.mqtt import make_client, parse_broker
+from goosectl.controller.fleet.store import Store
+from goosectl.controller.fleet.uplink import Uplink
 from tests.fleet.bays import wait_until
 from tests.fleet.brokers import Mosquitto, NatsCluster
 from tests.fleet.tls import make_ca, make_server_cert, open_dir
@@ -298,7 +298,7 @@ def test_mqtts_on_the_nats_cluster_verifies_the_broker_and_refuses_another_ca(
             tmp_path / "bad",
             None,
         )
-        with caplog.at_level(logging.WARNING, logger="controller.fleet"):
+        with caplog.at_level(logging.WARNING, logger="goosectl.controller.fleet"):
             t = threading.Thread(target=bad.run, daemon=True)
             t.start()
             wait_until(lambda: bad.counters.refusals, 30, "the TLS handshake refused")
