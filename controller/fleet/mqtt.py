@@ -85,3 +85,18 @@ def make_client(
             ctx.load_cert_chain(str(cert_file), str(key_file) if key_file else None)
         client.tls_set_context(ctx)
     return client
+
+
+def connect_error(broker: Broker, exc: BaseException, ca_file: Path | None) -> str:
+    """What a failed connect means, for the log: a broker whose certificate the CA does
+    not vouch for is named as such (and that no credential was sent), not as a bare
+    OSError."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        against = f"the CA in {ca_file}" if ca_file else "the system's CAs"
+        return (
+            f"{broker}: refused: the broker's certificate is not trusted "
+            f"({exc.verify_message}; verified against {against}); no credentials were sent"
+        )
+    if isinstance(exc, ssl.SSLError):
+        return f"{broker}: refused: the TLS handshake failed ({exc.reason or exc})"
+    return f"{broker}: cannot connect: {exc}"

@@ -104,6 +104,13 @@ class JournalReader:
         db = self._open()
         if db is None:
             return []
+        if not self._utc:
+            # the controller makes the view just after the journal: a reader that opened
+            # the file in between must not send monotonic times as UTC for ever after
+            with contextlib.suppress(sqlite3.Error):
+                self._utc = bool(
+                    db.execute("SELECT 1 FROM sqlite_master WHERE name = 'journal_utc'").fetchone()
+                )
         source = "journal_utc" if self._utc else "journal"
         utc = "utc_ns" if self._utc else "time_ns"
         try:

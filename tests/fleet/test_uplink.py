@@ -4,6 +4,7 @@ central store holds is the controller's journal, row for row, and the bay's live
 from __future__ import annotations
 
 import json
+import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -18,6 +19,9 @@ from tests.fleet.brokers import NatsCluster
 from tests.support.peers import REPO
 
 SCHEMAS = REPO / "docs" / "fleet"
+#: from the broker's Will to a subscriber on another node of the cluster: routing between
+#: nodes and a loaded host's scheduling, not the broker's 1.5x keepalive
+DELIVERY_S = 0.5
 
 
 def schema(kind: str) -> dict:
@@ -29,6 +33,8 @@ class Watcher:
 
     def __init__(self, port: int) -> None:
         self.got: list[tuple[str, dict]] = []
+        #: when each arrived (time.monotonic), in the same order
+        self.at: list[float] = []
         self.lock = threading.Lock()
         self.c = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=f"watch{time.time_ns()}")
         self.c.on_message = self._msg
@@ -39,12 +45,25 @@ class Watcher:
     def _msg(self, c: paho.Client, u: object, m: paho.MQTTMessage) -> None:
         with self.lock:
             self.got.append((m.topic, json.loads(m.payload)))
+            self.at.append(time.monotonic())
 
     def kinds(self, controller: str) -> list[tuple[str, dict]]:
         with self.lock:
             return [
                 (t.rsplit("/", 1)[1], p) for t, p in self.got if p.get("controller") == controller
             ]
+
+    def first_at(self, controller: str, kind: str, **fields: object) -> float | None:
+        """When the first `kind` of `controller` with these fields arrived, or None."""
+        with self.lock:
+            for (t, p), at in zip(self.got, self.at, strict=True):
+                if (
+                    p.get("controller") == controller
+                    and t.rsplit("/", 1)[1] == kind
+                    and all(p.get(k) == v for k, v in fields.items())
+                ):
+                    return at
+        return None
 
     def close(self) -> None:
         self.c.loop_stop()
@@ -126,17 +145,23 @@ def test_kill_9_is_a_death_and_a_restart_a_birth_with_bdseq_plus_one_before_any_
             "the bay online",
         )
         before = bay_row(collector, ctl)["bdSeq"]
+        deaths = Watcher(nats.mqtt["n2"])
+        time.sleep(1)  # subscribed; an old session's retained death has arrived
         bay.kill(bay.ctl, bay.up)
-        t0 = time.monotonic()
-        wait_until(
-            lambda: bay_row(collector, ctl)["liveness"] == "dead",
+        killed = time.monotonic()
+        # MQTT: the broker sends the Will once 1.5x the keepalive passed without a packet
+        # from the client, whose last packet went out before the kill
+        seen = wait_until(
+            lambda: deaths.first_at(ctl, "death", bdSeq=before),
             3 * bay.keepalive,
-            "the death (the Will) stored",
-            every_s=0.1,
+            "the death (the Will) with the bay's bdSeq",
+            every_s=0.05,
         )
-        # the broker sends the Will 1.5x the keepalive after the last packet; what the
-        # collector stores follows it (the bound here is the wait above, not a timing)
-        assert time.monotonic() - t0 > 0
+        took = seen - killed
+        deaths.close()
+        print(f"death {took:.2f} s after kill -9 (keepalive {bay.keepalive} s)")
+        assert took <= 1.5 * bay.keepalive + DELIVERY_S, took
+        wait_until(lambda: bay_row(collector, ctl)["liveness"] == "dead", 20, "the death stored")
         assert bay_row(collector, ctl)["stale"] is True
         watch = Watcher(nats.mqtt["n2"])
         time.sleep(1)  # the retained messages of the old session arrive first
@@ -175,7 +200,13 @@ def test_sigkill_of_the_uplinks_node_and_of_the_uplink_loses_no_row(
     try:
         up = bay.uplink()
         wait_until(lambda: central(collector, "s1/b3"), 60, "rows stored")
-        nats.kill("n1")  # the uplink tries n1 first: the node it is connected to
+        connects = [
+            line
+            for line in (bay.root / "uplink.log").read_text().splitlines()
+            if "connected" in line
+        ]
+        assert f"127.0.0.1:{nats.mqtt['n1']}" in connects[-1], connects  # the node it is on
+        nats.kill("n1")
         end = time.monotonic() + 30
         while time.monotonic() < end:  # the controller journals while n1 is down
             bay.mode(next(toggles))
@@ -208,3 +239,84 @@ def test_sigkill_of_the_uplinks_node_and_of_the_uplink_loses_no_row(
         bay.stop()
         if nats.procs["n1"].poll() is not None:
             nats.start("n1")
+
+
+def test_an_uplink_polling_adds_no_journal_row_while_nothing_happens(
+    nats: NatsCluster, collector: str, tmp_path: Path
+) -> None:
+    """The uplink asks for the status once a second on one connection: its first read is
+    journaled (who looked), the rest only counted: polling adds no row to the journal."""
+    ctl = "s1/b4"
+    bay = Bay(tmp_path / "b4", "s1", "b4", nats.url()).start()
+    try:
+        bay.uplink()
+        wait_until(
+            lambda: [
+                r for r in fleet_status(collector) if r["controller"] == ctl and r["reachable"]
+            ],
+            60,
+            "the bay's state stored",
+        )
+        wait_until(
+            lambda: [r for r in bay.journal() if r[1] == "control"], 20, "the first read journaled"
+        )
+        wait_until(lambda: central(collector, ctl) == bay.journal(), 60, "the store is the journal")
+        polls = 8
+        time.sleep(polls + 2)  # at least `polls` status polls of the uplink
+        # the bay's own rows go on (its publishers' retransmissions); of the uplink's
+        # polls, only the connection's first read is a row
+        looked = [r for r in bay.journal() if r[1] == "control"]
+        assert len(looked) == 1, looked
+        bay.mode("test")  # a real change is journaled and reaches the store as before
+        wait_until(
+            lambda: [r for r in bay.journal() if r[1] == "control"][1:], 20, "the change journaled"
+        )
+        wait_until(lambda: central(collector, ctl) == bay.journal(), 60, "the change stored")
+        assert bay.ctl is not None
+        bay.ctl.terminate()
+        out, _ = bay.ctl.communicate(timeout=20)
+        report = json.loads(out.strip().splitlines()[-1])
+        assert report["event"] == "stopped"
+        assert report["control"]["requests.read_unjournaled"] >= polls, report["control"]
+    finally:
+        bay.stop()
+
+
+def test_a_silent_uplink_is_announced_dead_within_1_5x_keepalive(
+    nats: NatsCluster, collector: str, tmp_path: Path
+) -> None:
+    """A kill -9 closes the socket and the broker sends the Will at once; a frozen uplink
+    (a hung host, a cut cable) sends nothing and closes nothing, and only the keepalive
+    can tell: the death must still come within 1.5x the keepalive of its last packet."""
+    ctl = "s1/b5"
+    bay = Bay(tmp_path / "b5", "s1", "b5", nats.url(), keepalive=2).start()
+    deaths = Watcher(nats.mqtt["n2"])
+    try:
+        up = bay.uplink()
+        wait_until(
+            lambda: [
+                r
+                for r in fleet_status(collector)
+                if r["controller"] == ctl and r["liveness"] == "online"
+            ],
+            60,
+            "the bay online",
+        )
+        bd_seq = bay_row(collector, ctl)["bdSeq"]
+        up.send_signal(signal.SIGSTOP)
+        stopped = time.monotonic()  # its last packet went out before this
+        seen = wait_until(
+            lambda: deaths.first_at(ctl, "death", bdSeq=bd_seq),
+            4 * bay.keepalive,
+            "the death (the Will) of the frozen uplink",
+            every_s=0.05,
+        )
+        took = seen - stopped
+        print(f"death {took:.2f} s after the uplink froze (keepalive {bay.keepalive} s)")
+        assert took <= 1.5 * bay.keepalive + DELIVERY_S, took
+        wait_until(lambda: bay_row(collector, ctl)["liveness"] == "dead", 20, "the death stored")
+        up.send_signal(signal.SIGCONT)
+    finally:
+        deaths.close()
+        bay.kill(bay.up)
+        bay.stop()

@@ -9,6 +9,7 @@ the page shows, never on how fast a shared machine is.
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import time
 from pathlib import Path
@@ -83,6 +84,25 @@ def wait_timeline_equals_journal(page: Any, journal: Path) -> list[int]:
     raise AssertionError(f"page rows {last[0][-20:]} != journal rows {last[1][-20:]}")
 
 
+def wait_for_row(journal: Path, machine: str, target: str, after: int) -> int:
+    """The seq of the first row of `machine` entering `target` after seq `after`, once
+    the controller's writer has committed it."""
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while time.monotonic() < deadline:
+        db = sqlite3.connect(f"file:{journal}?mode=ro", uri=True)
+        try:
+            row = db.execute(
+                "SELECT MIN(seq) FROM journal WHERE machine = ? AND target = ? AND seq > ?",
+                (machine, target, after),
+            ).fetchone()
+        finally:
+            db.close()
+        if row[0] is not None:
+            return int(row[0])
+        time.sleep(0.1)
+    raise AssertionError(f"no {machine} row entering {target} after seq {after} in {journal}")
+
+
 def test_breaker_word_follows_a_close_and_a_trip(controller, start_web, page, tmp_path) -> None:
     web = start_web(*web_args(controller))
     page.goto(web.url)
@@ -136,17 +156,24 @@ def test_timeline_survives_a_killed_server_and_a_stalled_stream(
     try:
         page.goto(relay.url)
         expect()(page.locator("#conn")).to_have_text("connected", timeout=WAIT_MS)
-        wait_timeline_equals_journal(page, journal)
+        before = wait_timeline_equals_journal(page, journal)
 
-        # the server dies mid-scenario: the page says so, the journal goes on
+        # the server dies mid-scenario: the page says so, the journal goes on. Every row
+        # compared comes of a real event (the close, then the trip), never of the
+        # page's own status reads, which the controller need not journal
         web.kill()
         expect()(page.locator("#conn")).to_have_text("disconnected", timeout=WAIT_MS)
         controller.request({"op": "run", "procedure": "close_now", "params": {}})
+        closed = wait_for_row(journal, "bay", "closed", after=before[-1])
         page.wait_for_timeout(1500)  # rows the page cannot have yet
         start_web(*web_args(controller)[:-1], f"127.0.0.1:{port}")
         expect()(page.locator("#conn")).to_have_text("connected", timeout=WAIT_MS)
         expect()(page.locator("#breaker")).to_have_text("closed", timeout=WAIT_MS)
+        expect()(page.locator(f"#timeline tbody tr[data-seq='{closed}']")).to_be_visible(
+            timeout=WAIT_MS
+        )
         first = wait_timeline_equals_journal(page, journal)
+        assert first[-1] >= closed and before[-1] in first  # the close's rows, none lost
 
         # only the stream is cut: the connection stays open and goes silent
         page.evaluate("window.__conn = []")
@@ -157,11 +184,12 @@ def test_timeline_survives_a_killed_server_and_a_stalled_stream(
         expect()(page.locator("#breaker")).to_have_text("open", timeout=WAIT_MS)
         # the status says open as soon as the bay is; its rows reach the file with the
         # writer's next commit: compare once the trip's rows are there
-        deadline = time.monotonic() + WAIT_MS / 1000
-        while journal_seqs(journal)[-1] <= first[-1] and time.monotonic() < deadline:
-            time.sleep(0.1)
+        opened = wait_for_row(journal, "bay", "open", after=first[-1])
+        expect()(page.locator(f"#timeline tbody tr[data-seq='{opened}']")).to_be_visible(
+            timeout=WAIT_MS
+        )
         second = wait_timeline_equals_journal(page, journal)
-        assert second[-1] > first[-1]
+        assert second[-1] >= opened > first[-1]
         assert second[0] == journal_seqs(journal)[0]  # from the first row: nothing lost
         shot(page, tmp_path, "web-reconnected")
     finally:
