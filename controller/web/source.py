@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import threading
 import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from goosectl.controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import Connection, ControlUnavailable
 
 #: the columns a timeline row carries to the page
 COLUMNS = ("seq", "utc", "machine", "event", "source", "target", "effects")
@@ -31,18 +32,26 @@ def read_only(path: Path) -> sqlite3.Connection:
 
 
 class Controller:
-    """The control socket as the page needs it: one request per call, a fresh connection
-    each time (the controller closes idle clients), every failure a reason, not a raise."""
+    """The control socket as the page needs it: every failure a reason, not a raise.
+
+    One connection kept open and shared by the page's threads (under a lock): the
+    controller journals only a connection's first read, so a page polling the state does
+    not grow the journal by a row a second; a connection it closed is made again."""
 
     def __init__(self, path: Path | None) -> None:
         self.path = path
+        self._conn = Connection(path, timeout_s=3.0) if path is not None else None
+        self._lock = threading.Lock()
 
     def ask(self, req: dict[str, Any], timeout_s: float = 3.0) -> dict[str, Any]:
         """The controller's reply, or `{"ok": False, "error": ...}` when it cannot be had."""
         if self.path is None:
             return {"ok": False, "error": "no control socket given (--control or --state)"}
+        assert self._conn is not None
         try:
-            return request(self.path, req, timeout_s)
+            with self._lock:
+                self._conn.timeout_s = timeout_s
+                return self._conn.ask(req)
         except ControlUnavailable as exc:
             return {"ok": False, "error": str(exc), "unreachable": True}
         except (OSError, ValueError) as exc:
