@@ -252,7 +252,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"cannot open the network interfaces: {exc}") from exc
     live.live.spin = args.spin
     try:
-        _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
+        prp = _prp.start(live.live, prp_cfg)  # goose.prp native: the LRE between sockets and hub
     except OSError as exc:
         live.live.close()
         abandon()
@@ -316,7 +316,10 @@ def run(args: argparse.Namespace) -> int:
         controller_ops(
             bay,
             agent.handle,
-            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+            lambda: {
+                "trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1],
+                **({"prp": prp.status()} if prp is not None else {}),  # the MIB counters
+            },
         )
     )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(
@@ -363,6 +366,9 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for listener in rgoose_listeners:
             listener.close()
+        if prp is not None:
+            prp.close()
+            prp.lre.settle()  # every duplicate-table entry counted (Unique, Duplicate, Multi)
         control.close()
         journals.close()
         logs.unroute()
@@ -375,6 +381,7 @@ def run(args: argparse.Namespace) -> int:
                 "event": "stopped",
                 "breaker": bay.bay.state,
                 **({"rgoose": rgoose_listeners[0].receiver.counters()} if rgoose_listeners else {}),
+                **({"prp": prp.status()} if prp is not None else {}),
                 "mode": bay.mode_name,
                 "frames_in": live.live.frames,
                 "frames_out": live.live.sent,
