@@ -15,10 +15,10 @@ import time
 import pytest
 
 from benchmarks.percentiles import ratio, sample_calls
-from controller.agent.effects import RunTool
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.engine import Journal
+from goosectl.controller.agent.effects import RunTool
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.engine import Journal
 
 
 def procedure(folder, steps: int) -> None:

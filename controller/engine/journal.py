@@ -51,9 +51,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol
 
-from controller import __version__
-from controller.engine.effects import Effect
-from controller.engine.machine import Machine, Step
+from goosectl.controller import __version__
+from goosectl.controller.engine.effects import Effect
+from goosectl.controller.engine.machine import Machine, Step
 
 Durability = Literal["sync", "group", "step", "memory"]
 
@@ -237,7 +237,7 @@ def claim_files(path: str) -> None:
     with `JournalRefused` naming it. Its `-wal` and `-shm`, if there, must be plain files
     of ours as well; SQLite creates them when missing (a link planted there later, in a
     sticky folder like /tmp, is one the kernel does not follow: protected_symlinks)."""
-    from protocols.files import UnsafeFile, own_file, refusal
+    from goosectl.protocols.files import UnsafeFile, own_file, refusal
 
     try:
         os.close(own_file(path))

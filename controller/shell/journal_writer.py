@@ -38,8 +38,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import logs
-from controller.engine.journal import (
+from goosectl.controller import logs
+from goosectl.controller.engine.journal import (
     Batch,
     Journal,
     JournalIOError,
@@ -47,8 +47,8 @@ from controller.engine.journal import (
     JournalStore,
     connect,
 )
-from controller.report.bay_report import percentiles
-from controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.report.bay_report import percentiles
+from goosectl.controller.shell.journal_clock import anchor as anchor_clock
 
 log = logging.getLogger(__package__)
 

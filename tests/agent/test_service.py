@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.agent.effects import CancelTool
-from controller.agent.procedure import ProcedureError, load_procedure
-from controller.agent.service import ACTIVE, TABLE
-from controller.engine import Machine, Table
+from goosectl.controller.agent.effects import CancelTool
+from goosectl.controller.agent.procedure import ProcedureError, load_procedure
+from goosectl.controller.agent.service import ACTIVE, TABLE
+from goosectl.controller.engine import Machine, Table
 
 from .conftest import PROCEDURES
 
@@ -189,7 +189,7 @@ def test_hot_reload_new_sessions_new_version_running_keep_theirs(rig, folder):
 
 
 def test_journal_records_the_version_each_transition_used(folder):
-    from controller.engine import Journal
+    from goosectl.controller.engine import Journal
 
     from .conftest import Rig
 
@@ -230,7 +230,7 @@ def test_bad_parameters_and_unknown_procedures_are_refused(rig):
 
 
 def test_restore_brings_back_running_and_queued_sessions(folder, tmp_path):
-    from controller.engine import Journal
+    from goosectl.controller.engine import Journal
 
     from .conftest import Rig
 

@@ -14,9 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from controller.engine import Journal, Scheduler, Table
-from controller.shell.journal_clock import anchor
-from controller.shell.journal_writer import JournalWriter, Retention
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.shell.journal_clock import anchor
+from goosectl.controller.shell.journal_writer import JournalWriter, Retention
 
 TOGGLE = """
 name: toggle

@@ -13,10 +13,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import FrameClassified, StreamState
-from controller.goose.hub import GooseHub
-from protocols.goose import (
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import FrameClassified, StreamState
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import (
     Boolean,
     GooseFrame,
     Quality,
@@ -387,7 +387,7 @@ def test_ab_streams_stay_on_the_judged_path():
 
 
 def test_repeats_write_no_journal_rows_and_the_fold_is_one(tmp_path):
-    from controller.engine import Journal
+    from goosectl.controller.engine import Journal
 
     j = Journal(str(tmp_path / "j.sqlite"), durability="group")
     h = GooseHub(journal=j)

@@ -5,11 +5,11 @@ crossing is one alarm and one journal row, the all-clear another."""
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.engine import Journal
-from controller.engine.effects import Alarm
-from controller.goose.hub import GooseHub
-from protocols.goose import decode_frame
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.engine import Journal
+from goosectl.controller.engine.effects import Alarm
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import decode_frame
 
 from .helpers import GOCB, MS, UTC0, bools, frames, pub_cfg, publisher
 

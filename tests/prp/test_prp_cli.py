@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.config.bay import DEFAULT_CONFIG
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.controller.config.bay import DEFAULT_CONFIG
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.procs import goosectl
 from tests.support.prp_sender import DST, GOCB, Scenario
 
@@ -77,7 +77,7 @@ def test_status_and_the_stop_report_show_the_mib_counters(lans, tmp_path, faults
     right, socks = lans
     ctl = tmp_path / "ctl.sock"
     proc = right.popen(
-        [sys.executable, "-u", "-m", "controller", "run", "--config", str(bay_config(tmp_path)),
+        [sys.executable, "-u", "-m", "goosectl", "run", "--config", str(bay_config(tmp_path)),
          "--port", "loop://", "--control", str(ctl), "--journal", str(tmp_path / "j.sqlite"),
          "-q"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
