@@ -50,6 +50,7 @@ def start(live: LiveGoose, config: GooseConfig, reporter: Any | None = None) -> 
     """The native LRE on ``live`` (None in the other modes); alarms to ``reporter``."""
     prp = attach(live, config.prp)
     if prp is not None and reporter is not None:
+        prp.track()  # the reporter's frame lines show the trailer of the frame received
 
         def on_alarm(a: Any) -> None:
             reporter.alarm(alarm_json(a))

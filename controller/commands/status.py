@@ -1,6 +1,6 @@
 """`goosectl status`: the running controller's modes, breaker, inputs and the LGOS view of
-every subscription (St, SimSt, LastStNum, ConfRevNum, RxConfRevNum, ErrSt, NdsCom, source),
-over its control socket."""
+every subscription (St, SimSt, LastStNum, ConfRevNum, RxConfRevNum, ErrSt, NdsCom, source)
+and, with native PRP, the LRE's MIB counters and node table, over its control socket."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from pathlib import Path
 from goosectl.controller.cli import EXIT_FINDINGS, CommandError
 from goosectl.controller.goose.effects import LgosView
 from goosectl.controller.report.bay_report import lgos_lines
+from goosectl.controller.report.prp_report import prp_lines
 from goosectl.controller.shell.control import ControlUnavailable, default_path, request
 
 
@@ -67,4 +68,6 @@ def text(r: dict) -> list[str]:
         )
         for v in r["lgos"]
     ]
-    return [*out, *lgos_lines(views)]
+    # native PRP: the LRE's MIB counters and node table beside the LGOS they feed
+    prp = [*prp_lines(r["prp"])] if isinstance(r.get("prp"), dict) else []
+    return [*out, *lgos_lines(views), *prp]

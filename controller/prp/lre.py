@@ -34,6 +34,7 @@ on one LAN longer than ``silent_ns`` (default 3 s), and again when it is heard b
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
@@ -63,10 +64,12 @@ MAX_NODES = 4_096
 #: a PRP frame's LanId for each port
 LAN_OF = {"A": LAN_A, "B": LAN_B}
 
-#: the counter an entry leaving the table adds to, by the port of its first copy and its
-#: copies (1: Unique, 2: Duplicate, 3 or more: Multi)
-_VERDICT = {
-    p: ("", f"lreCntUnique{p}", f"lreCntDuplicate{p}", f"lreCntMulti{p}") for p in ("A", "B")
+#: the counter an entry leaving the table adds to, by its low three bits: the port of its
+#: first copy (4: B) and its copies (1: Unique, 2: Duplicate, 3 or more: Multi)
+_TALLY = {
+    base + copies: f"lreCnt{kind}{port}"
+    for port, base in (("A", 0), ("B", 4))
+    for copies, kind in ((1, "Unique"), (2, "Duplicate"), (3, "Multi"))
 }
 
 COUNTERS = (
@@ -144,8 +147,11 @@ class Lre:
     sup_seq: int = 0
     next_supervision: int | None = None
     _counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
-    #: lreCntRxA/B, kept apart from the other counters: the hot path adds to them
-    _rx: dict[str, int] = field(default_factory=lambda: {"A": 0, "B": 0})
+    #: lreCntRxA, lreCntRxB, kept apart from the other counters: the hot path adds to them
+    _rx: list[int] = field(default_factory=lambda: [0, 0])
+    #: Unique/Duplicate/Multi by an entry's low three bits (4: first copy on B; 1, 2, 3
+    #: copies): one list index when an entry leaves, the names only when asked
+    _tally: list[int] = field(default_factory=lambda: [0] * 8)
     #: per port, frame length -> the last four octets a PRP frame of that length ends with
     _tails: dict[str, dict[int, bytes]] = field(default_factory=lambda: {"A": {}, "B": {}})
     _next_age: int = 0
@@ -164,49 +170,89 @@ class Lre:
     supervision_errors: int = 0
     evicted: int = 0
     last_error: str | None = None
-    _fast: bool = True
+    #: called with each alarm the slow path raises (None: they wait in ``pending``)
+    on_alarm: Callable[[Alarm], None] | None = None
+    #: [0]: True while `deliver` may take its short way (a list: the closure reads it)
+    _fast: list[bool] = field(default_factory=lambda: [True])
+    #: [0]: the time of the frame last received (its kernel stamp in the live loop)
+    _last: list[int] = field(default_factory=lambda: [0])
+    deliver: Callable[[bytes, Port, int], bytes | None] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.forget_ns = self.cfg.entry_forget_ns
         self.max_entries = self.cfg.max_entries
+        self.deliver = self._hot_path()
         self._refresh()
 
     @property
     def counts(self) -> dict[str, int]:
         """The MIB counters (a copy)."""
-        return {**self._counts, "lreCntRxA": self._rx["A"], "lreCntRxB": self._rx["B"]}
+        out = {**self._counts, "lreCntRxA": self._rx[0], "lreCntRxB": self._rx[1]}
+        for i, name in _TALLY.items():
+            out[name] = self._tally[i]
+        return out
 
     # -- receive ---------------------------------------------------------------------------
 
-    def deliver(self, frame: bytes, port: Port, now_ns: int) -> bytes | None:
-        """The hot path: what goes up for one received frame (trailer stripped), or None
-        (a duplicate dropped, a supervision frame taken); alarms wait in ``pending``.
+    def _hot_path(self) -> Callable[[bytes, Port, int], bytes | None]:
+        """`deliver`, the hot path: what goes up for one received frame (trailer stripped),
+        or None (a duplicate dropped, a supervision frame taken). A closure, so that what
+        it uses is in cells, not looked up on ``self`` per frame.
 
         The common frame (untagged bytes, a trailer whose LanId is this port's and whose
         LSDUsize is the frame's, discard on, no crossed cable watched) costs one compare
         of its last four octets with the ones a frame of its length must end with
-        (cached per length and port), one dictionary lookup of (SeqNr, source MAC),
-        and for a first copy its entry; the table is aged only when its oldest entry
-        is due. Everything else takes `receive`, which says why."""
-        n = len(frame)
-        tail = self._tails[port].get(n)
-        if tail is None:
-            tail = self._tail(port, n)
-        if frame.endswith(tail) and frame[13] != 0xFB and self._fast:
-            self._rx[port] += 1
-            key = frame[n - 6 : n - 4] + frame[6:12]
-            table = self.table
-            entry = table.get(key)
-            if entry is not None:
-                if entry & 3 != 3:
-                    table[key] = entry + 1
-                return None
-            table[key] = (now_ns << 3) | (5 if port == "B" else 1)
-            self._order.append(key)
-            if now_ns >= self._next_age or len(table) > self.max_entries:
-                self._maintain(now_ns)
-            return frame[:-RCT_LEN]
-        return self.receive(frame, port, now_ns).frame
+        (cached per length and port), one dictionary lookup of (SeqNr, source MAC), and
+        for a first copy its entry. The table is not aged here (`age`, once a loop round,
+        does it): an entry met past EntryForgetTime ages the table first, so a late copy
+        is a new frame to the microsecond, and a full table gives up its oldest entry.
+        Everything else takes `receive`, which says why; its alarms go to ``on_alarm``."""
+        table, append, rx, fast = self.table, self._order.append, self._rx, self._fast
+        tails_a, tails_b, tail_of = self._tails["A"], self._tails["B"], self._tail
+        forget, bound, lre, last = self.forget_ns, self.max_entries, self, self._last
+
+        def deliver(frame: bytes, port: Port, now_ns: int) -> bytes | None:
+            last[0] = now_ns
+            n = len(frame)
+            if port == "A":
+                tail, i, mark = tails_a.get(n), 0, 1
+            else:
+                tail, i, mark = tails_b.get(n), 1, 5
+            if tail is None:
+                tail = tail_of(port, n)
+            if frame.endswith(tail) and frame[13] != 0xFB and fast[0]:
+                rx[i] += 1
+                key = frame[n - 6 : n - 4] + frame[6:12]
+                entry = table.get(key)
+                if entry is not None:
+                    if now_ns - (entry >> 3) < forget:
+                        if entry & 3 != 3:
+                            table[key] = entry + 1
+                        return None
+                    lre._renew(key, now_ns)
+                table[key] = (now_ns << 3) | mark
+                append(key)
+                if len(table) > bound:
+                    lre._maintain(now_ns)
+                return frame[:-RCT_LEN]
+            return lre._slow(frame, port, now_ns)
+
+        return deliver
+
+    def _renew(self, key: bytes, now_ns: int) -> None:
+        """An entry met past its time: the table aged (it and every older one out and
+        counted), and it too should the clock have gone back."""
+        self._maintain(now_ns)
+        self._expire(key)
+
+    def _slow(self, frame: bytes, port: Port, now_ns: int) -> bytes | None:
+        """`receive`'s frame, its alarms to ``on_alarm`` when there is one."""
+        out = self.receive(frame, port, now_ns).frame
+        if self.pending and self.on_alarm is not None:
+            for alarm in self.pending:
+                self.on_alarm(alarm)
+            self.pending.clear()
+        return out
 
     def _tail(self, port: Port, n: int) -> bytes:
         """The last four octets a PRP frame of ``n`` octets (no inline tag) received on
@@ -225,16 +271,19 @@ class Lre:
         """Forget the entries past EntryForgetTime and any beyond the bound (each
         counted), note when the next one is due. One loop, no call per entry: in a steady
         stream every first copy retires one entry."""
-        order, table, counts = self._order, self.table, self._counts
+        order, table, tally = self._order, self.table, self._tally
         limit = now_ns - self.forget_ns
         bound = self.max_entries
         while order:
-            entry = table[order[0]]
+            entry = table.get(order[0])
+            if entry is None:  # taken out of turn (`_renew`): its place is empty
+                order.popleft()
+                continue
             t = entry >> 3
             if t > limit and len(table) <= bound:
                 break
             del table[order.popleft()]
-            counts[_VERDICT["B" if entry & 4 else "A"][entry & 3]] += 1
+            tally[entry & 7] += 1
             if t > limit:
                 self.evicted += 1
         self._next_age = (
@@ -245,14 +294,15 @@ class Lre:
     def fast(self) -> bool:
         """True while `deliver` may take its short way: discard on, no crossed cable
         being watched (a right LanId then clears it)."""
-        return self._fast
+        return self._fast[0]
 
     def _refresh(self) -> None:
-        self._fast = self.cfg.discard and not self.crossed
+        self._fast[0] = self.cfg.discard and not self.crossed
 
     def receive(self, frame: bytes, port: Port, now_ns: int) -> RxVerdict:
         """One frame as it arrived on ``port`` (the kernel's tag already out of its bytes,
         or inline: both give the right LSDUsize), with everything known about it."""
+        self._last[0] = now_ns
         rct = read_rct(frame)
         if rct is None:
             if len(frame) > 13 and frame[12] == 0x88 and frame[13] == 0xFB:
@@ -264,7 +314,7 @@ class Lre:
             counts["lreCntErrors" + port] += 1
             self.last_error = f"port {port}: {why}"
             return RxVerdict(frame, None)
-        self._rx[port] += 1
+        self._rx[0 if port == "A" else 1] += 1
         src = frame[6:12]
         alarm = None
         wrong = rct.lan != LAN_OF[port]
@@ -292,24 +342,33 @@ class Lre:
         n = len(frame)
         key = frame[n - 6 : n - 4] + src
         entry = self.table.get(key)
-        if entry is not None:
+        if entry is not None and now_ns - (entry >> 3) < self.forget_ns:
             if entry & 3 != 3:
                 self.table[key] = entry + 1
             return RxVerdict(None, rct, duplicate=True, wrong_lan=wrong, alarm=alarm)
+        if entry is not None:
+            self._renew(key, now_ns)
         self.table[key] = (now_ns << 3) | (5 if port == "B" else 1)
         self._order.append(key)
-        if now_ns >= self._next_age or len(self.table) > self.max_entries:
+        if len(self.table) > self.max_entries:
             self._maintain(now_ns)
         return RxVerdict(frame[:-RCT_LEN], rct, wrong_lan=wrong, alarm=alarm)
 
     def _expire(self, key: bytes) -> None:
         entry = self.table.pop(key, None)
         if entry is not None:
-            self._counts[_VERDICT["B" if entry & 4 else "A"][entry & 3]] += 1
+            self._tally[entry & 7] += 1
+
+    @property
+    def last_ns(self) -> int:
+        """The time of the frame last received (0: none yet)."""
+        return self._last[0]
 
     def age(self, now_ns: int) -> None:
-        """Forget the entries older than EntryForgetTime (counting each)."""
-        self._maintain(now_ns)
+        """Forget the entries older than EntryForgetTime (counting each): once a loop
+        round, off the per-frame path; nothing to do (one compare) until one is due."""
+        if now_ns >= self._next_age:
+            self._maintain(now_ns)
 
     def settle(self) -> None:
         """Every entry out of the table and counted, as if its time had run out."""

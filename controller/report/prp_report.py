@@ -29,6 +29,25 @@ def trailer_fields(rct: Rct, wrong_lan: bool = False) -> dict[str, Any]:
     return out
 
 
+def prp_lines(status: dict[str, Any]) -> list[str]:
+    """The LRE's state as a person reads it (`listen`'s closing report, `goosectl status`
+    beside the LGOS table): the MIB counters per LAN, the node table, the last error and
+    alarms. ``status`` is `PrpLive.status` (or its JSON form)."""
+    c = status.get("counters", {})
+    out = [f"PRP ({status.get('mode', 'native')} LRE, duplicate {status.get('duplicate', '-')}):"]
+    for port in "AB":
+        row = " ".join(
+            f"{k[6:-1]}={c[k]}" for k in c if k.endswith(port) and k.startswith("lreCnt")
+        )
+        out.append(f"  LAN {port}: {row}")
+    out.append(f"  nodes: {c.get('lreCntNodes', 0)}")
+    out += [f"    {n['mac']} {n['type']}" for n in status.get("nodes", [])]
+    if status.get("last_error"):
+        out.append(f"  last error: {status['last_error']}")
+    out += [f"  !! {a['kind']}: {a['text']}" for a in status.get("alarms", [])]
+    return out
+
+
 class PrpReporter(Reporter):
     """`Reporter` with the trailer on each frame line; ``last`` gives the trailer of the
     frame being reported and whether it came on the wrong LAN (`PrpLive.last_trailer`;
@@ -74,16 +93,7 @@ class PrpReporter(Reporter):
         if self.as_json:
             self.out.write(json.dumps({"event": "prp", **status}) + "\n")
             return
-        c = status["counters"]
-        self.out.write("\nprp (native LRE):\n")
-        for port in "AB":
-            row = " ".join(
-                f"{k[6:-1]}={c[k]}" for k in c if k.endswith(port) and k.startswith("lreCnt")
-            )
-            self.out.write(f"  LAN {port}: {row}\n")
-        self.out.write(f"  nodes: {c['lreCntNodes']}\n")
-        for n in status["nodes"]:
-            self.out.write(f"    {n['mac']} {n['type']}\n")
+        self.out.write("\n" + "\n".join(prp_lines(status)) + "\n")
 
     def alarm(self, obj: dict[str, Any]) -> None:
         if self.as_json:

@@ -37,6 +37,7 @@ from goosectl.controller.shell.keys import KeyService
 from goosectl.controller.shell.live_bay import BayLive
 from goosectl.controller.shell.locks import LockError, lock_file, lock_journal
 from goosectl.controller.shell.output_pump import LinePump
+from goosectl.controller.shell.prp_live import PrpLive
 from goosectl.controller.shell.prp_live import attach as attach_prp
 from goosectl.controller.shell.rgoose_live import attach_subscriptions
 from goosectl.controller.shell.state_folder import StateFolderError, prepare_state_folder
@@ -82,6 +83,7 @@ class LiveController:
     bay: BayController
     agent: AgentBay
     live: BayLive
+    prp: PrpLive | None  # goose.prp native: the LRE and its MIB counters
     control: ControlServer
     journals: LiveJournals
     keys: KeyService
@@ -126,6 +128,7 @@ class LiveController:
             "event": "stopped",
             "breaker": self.bay.bay.state,
             **rgoose,
+            **({"prp": self.prp.status()} if self.prp is not None else {}),
             "mode": self.bay.mode_name,
             "frames_in": live.live.frames,
             "frames_out": live.live.sent,
@@ -176,7 +179,7 @@ def _assemble(
         bay.set_simulation(True, now, "command line")
     agent = _agent(cfg, o, bay, journals, control)
     restored = agent.restore(now)
-    live = _live(bay, agent, o, stack)
+    live, prp = _live(bay, agent, o, stack)
     note = _realtime(o, live, stack)
     stderr = _pump_logs(o, stack)
     live.live.on_round.append(journals.watch(live.status))
@@ -187,10 +190,10 @@ def _assemble(
     key_service = KeyService(bay.hub, o.keys or cfg.goose.keys, control.log)
     key_service.start()
     live.live.on_round.append(key_service.tick)
-    _serve_control(bay, agent, live, control, key_service)
+    _serve_control(bay, agent, live, prp, control, key_service)
     return LiveController(
-        bay, agent, live, control, journals, key_service, stderr, rgoose, restored, note, o,
-        stack,
+        bay, agent, live, prp, control, journals, key_service, stderr, rgoose, restored, note,
+        o, stack,
     )  # fmt: skip
 
 
@@ -255,7 +258,14 @@ def _agent(
     return agent
 
 
-def _live(bay: BayController, agent: AgentBay, o: RunOptions, stack: ExitStack) -> BayLive:
+def _close_prp(prp: PrpLive) -> None:
+    prp.close()
+    prp.lre.settle()  # every duplicate-table entry counted (Unique, Duplicate, Multi)
+
+
+def _live(
+    bay: BayController, agent: AgentBay, o: RunOptions, stack: ExitStack
+) -> tuple[BayLive, PrpLive | None]:
     """The sockets (and PRP's LRE between them and the hub) and the serial link."""
     try:
         live = BayLive(bay, o.iface, o.iface_b, o.port, endpoint=agent, reflex=o.reflex)
@@ -266,13 +276,15 @@ def _live(bay: BayController, agent: AgentBay, o: RunOptions, stack: ExitStack) 
     stack.callback(live.live.close)
     live.live.spin = o.spin
     try:  # goose.prp native: the LRE between the sockets and the hub
-        attach_prp(live.live, o.prp or bay.config.goose.prp)
+        prp = attach_prp(live.live, o.prp or bay.config.goose.prp)
     except OSError as exc:
         raise AssemblyError(f"--prp native: cannot open the supervision sockets: {exc}") from exc
+    if prp is not None:
+        stack.callback(_close_prp, prp)
     agent.on_fault = live.status.agent_fault  # an error in the agent turns off only it
     if agent.fault is not None:  # the restore already failed
         live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
-    return live
+    return live, prp
 
 
 def _realtime(o: RunOptions, live: BayLive, stack: ExitStack) -> str | None:
@@ -326,6 +338,7 @@ def _serve_control(
     bay: BayController,
     agent: AgentBay,
     live: BayLive,
+    prp: PrpLive | None,
     control: ControlServer,
     key_service: KeyService,
 ) -> None:
@@ -336,7 +349,10 @@ def _serve_control(
         controller_ops(
             bay,
             agent.handle,
-            lambda: {"trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1]},
+            lambda: {
+                "trip_latency_ns": list(islice(reversed(live.device_latencies), 256))[::-1],
+                **({"prp": prp.status()} if prp is not None else {}),  # the MIB counters
+            },
         )
     )
     control.log.on_alarm = lambda name, on, _detail: live.status.alarms.__setitem__(

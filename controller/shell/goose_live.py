@@ -432,7 +432,12 @@ class LiveGoose:
                         number += 1
                         continue
                     t_in = clock()
-                    buf = rx.frame if prp is None else prp.receive(rx.frame, side, t_in)
+                    if prp is None:
+                        buf = rx.frame
+                    else:  # PRP ages copies by the kernel's receive stamp, not by when
+                        # a slow or backlogged loop got to them (monotonic, as t_in)
+                        ts = rx.ts_ns
+                        buf = prp.receive(rx.frame, side, ts - offset if ts else t_in)
                     if buf is None:
                         continue  # a PRP duplicate, counted by the LRE
                     tag = rx.vlan

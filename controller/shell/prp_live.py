@@ -36,6 +36,8 @@ from goosectl.protocols.prp import ETHERTYPE, LAN_IDS, Rct, destination, parse_r
 #: how many sent frames keep their pair of trailed copies (a side held by a full queue
 #: and sent later still gets the SeqNr its other copy went out with)
 _PAIRS = 64
+#: how far behind the clock the duplicate table's aging may stay when no frame comes
+ROUND_LAG_NS = 2_000_000_000
 
 
 class PrpLive:
@@ -73,21 +75,25 @@ class PrpLive:
             self.close()
             raise
         self.send_errors = 0
+        #: what the live loop calls for every frame received: the frame for the hub, or
+        #: None (a duplicate, counted by the LRE); the LRE's own hot path, no wrapper
+        self.receive: Callable[[bytes, Port, int], bytes | None] = self.lre.deliver
+        self.lre.on_alarm = self._alarm
 
     # -- the hooks LiveGoose calls ---------------------------------------------------------
 
-    def receive(self, frame: bytes, side: Port, now_ns: int) -> bytes | None:
-        """The frame for the hub, or None (a duplicate, counted by the LRE). Kept to a
-        few operations beyond the LRE's own: this runs for every frame received."""
-        self.last = frame
-        self.last_side = side
-        lre = self.lre
-        out = lre.deliver(frame, side, now_ns)
-        if lre.pending:
-            for alarm in lre.pending:
-                self._alarm(alarm)
-            lre.pending.clear()
-        return out
+    def track(self) -> None:
+        """Keep the frame last received and its side (`last_trailer`, for `listen`'s
+        frame lines): `receive` becomes a wrapper of the LRE's hot path. Not for `run`,
+        whose frames go up through the bare hot path."""
+        deliver = self.lre.deliver
+
+        def receive(frame: bytes, side: Port, now_ns: int) -> bytes | None:
+            self.last = frame
+            self.last_side = side
+            return deliver(frame, side, now_ns)
+
+        self.receive = receive
 
     def last_trailer(self) -> tuple[Rct, bool] | None:
         """The trailer of the frame last received and whether its LanId was the other
@@ -112,7 +118,12 @@ class PrpLive:
         return pair[1] if self.sides.get(sock) == "A" else pair[2]
 
     def round(self, now_ns: int) -> None:
-        """Once a loop round: supervision frames when due, the tables aged, alarms."""
+        """Once a loop round: the duplicate table aged (off the per-frame path: a compare
+        until an entry is due), supervision frames when due, the node table, alarms. The
+        table ages by the frames' own (kernel) time, the last one's, so a loop running
+        behind the wire does not forget a frame whose other copy waits in the other ring;
+        by the clock less ``ROUND_LAG_NS`` when that is later (no frames for a while)."""
+        self.lre.age(max(self.lre.last_ns, now_ns - ROUND_LAG_NS))
         due = self.lre.next_deadline()
         if due is None or now_ns >= due:
             for side, frame in self.lre.supervision(now_ns):

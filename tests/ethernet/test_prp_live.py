@@ -159,7 +159,7 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     """`publish --prp native` on A and B, recorded by `goosectl capture` on the far ends
     (one file, two interfaces), read by tshark: every GOOSE frame once per LAN with the
     same SeqNr, LanId A on A and B on B, the right LSDUsize, tagged or not; supervision
-    frames on both LANs, version 1, TLV 20."""
+    frames on both LANs, version 1, TLV 20; no expert information on any frame."""
     left, right, _ = lans
     path = tmp_path / "prp.pcapng"
     cap = right.popen(
@@ -186,7 +186,7 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     fields = ["frame.interface_id", "eth.type", "vlan.id", "goose.sqNum",
               "prp.trailer.prp_sequence_nr", "prp.trailer.prp_lan", "prp.trailer.prp_size",
               "frame.len", "hsr_prp_supervision.version",
-              "hsr_prp_supervision.tlv.type"]  # fmt: skip
+              "hsr_prp_supervision.tlv.type", "_ws.expert.message"]  # fmt: skip
     rows = tshark_rows(path, fields)
     goose = [r for r in rows if r["goose.sqNum"]]
     sup = [r for r in rows if r["hsr_prp_supervision.version"]]
@@ -210,6 +210,7 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     assert {r["frame.interface_id"] for r in sup} == {"0", "1"}
     assert all(r["hsr_prp_supervision.tlv.type"] == "20" for r in sup)
     assert all(r["prp.trailer.prp_size"] == "52" for r in sup)
+    assert [r["_ws.expert.message"] for r in rows if r["_ws.expert.message"]] == []  # no warning
     assert done["prp"]["lreCntTxA"] == done["prp"]["lreCntTxB"] == len(by_lan["10"]) + len(sup) // 2
 
 
