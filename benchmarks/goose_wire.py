@@ -310,6 +310,54 @@ def interleave(
     return out
 
 
+def judge_side_load(
+    benchmark: Any,
+    run: Interleaved,
+    *,
+    kind: str,
+    load: str,
+    key: str,
+    group: str,
+    blocks: int,
+    within: float,
+    cpu_of: str,
+    more: str = "",
+) -> None:
+    """The verdict of one interleaved side-load run: both sides' percentiles recorded, the
+    ratio of the side-loaded B blocks to the A blocks asserted within `within` (an XFAIL
+    with the numbers when not, or when the controller stalled). `load` names the side load
+    ("5 pages open"), `cpu_of` what the notes measured ("the pages"), `more` extra facts."""
+    from benchmarks.percentiles import check_budget, summarise
+
+    cpu = f"CPU, without: {run.usage('A')}; with: {run.usage('B')}"
+    if run.notes:
+        cpu += f"; {cpu_of}: {'; '.join(run.notes)}"
+    facts = "; ".join(f for f in (more, cpu) if f)
+    benchmark.extra_info.update({"blocks": [(b, k) for b, k, _ in run.blocks], "cpu": cpu})
+    benchmark.pedantic(lambda: None, rounds=1)
+    if run.stalled:
+        a = summarise(f"wire trip, {kind}, none", group, run.without or [0])
+        check_budget(
+            False,
+            f"{kind}, {load}: {run.stalled}; without: p50 {a.p50:.0f} us, p99 {a.p99:.0f} us "
+            f"(n {a.n}); {facts}",
+        )
+    a = summarise(f"wire trip, {kind}, none", group, run.without)
+    b = summarise(f"wire trip, {kind}, {load}", group, run.with_load)
+    b.baseline, b.ratios = a.name, {"p50": b.p50 / a.p50, "p99": b.p99 / a.p99}
+    benchmark.extra_info.update({"without": a.as_dict(), key: b.as_dict()})
+    numbers = (
+        f"{kind}, {load}: p50 {b.p50:.0f} us, p99 {b.p99:.0f} us; none: p50 {a.p50:.0f} us, "
+        f"p99 {a.p99:.0f} us (n {a.n} / {b.n}, {blocks} A/B pairs); ratios p50 "
+        f"{b.p50 / a.p50:.2f}, p99 {b.p99 / a.p99:.2f}; {facts}"
+    )
+    print(numbers)
+    check_budget(
+        b.p50 <= a.p50 * (1 + within) and b.p99 <= a.p99 * (1 + within),
+        f"within {within:.0%} of the run without it: {numbers}",
+    )
+
+
 def controller_words(trip: Any) -> str:
     """What a controller that did not answer says about itself: its device link, breaker,
     inputs and the last refusals (its journal's `bay` checkpoint), for the report."""

