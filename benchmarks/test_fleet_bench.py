@@ -19,6 +19,7 @@ at most `BUDGET_P50_RATIO` times the baseline's.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
