@@ -18,7 +18,7 @@ from benchmarks.percentiles import ratio, sample_calls
 from controller.agent.effects import RunTool
 from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
-from controller.engine import Journal
+from controller.shell.journal_store import open_journal
 
 
 def procedure(folder, steps: int) -> None:
@@ -33,7 +33,7 @@ def procedure(folder, steps: int) -> None:
 
 
 def service(folder, journal_path):
-    journal = Journal(journal_path, durability="step") if journal_path else None
+    journal = open_journal(journal_path, durability="step") if journal_path else None
     return AgentService(FolderPlanner(folder), journal)
 
 

@@ -34,6 +34,7 @@ from controller.agent.tools import (
     WaitGoose,
 )
 from controller.goose.effects import FrameClassified
+from controller.link.core import WORKING
 from controller.link.effects import LinkEvent
 from controller.link.registry import RECONCILE, in_effect
 from controller.logic.actions import close_blockers
@@ -333,7 +334,7 @@ def _close_permitted(r: ToolRunner) -> list[str]:
 
 def _device_ready(r: ToolRunner) -> list[str]:
     why = []
-    if r.bay.link.state not in ("up", "degraded"):
+    if r.bay.link.state not in WORKING:
         why.append(f"device link {r.bay.link.state}")
     why += [
         f"device alarm {n}"

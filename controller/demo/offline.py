@@ -24,13 +24,13 @@ from controller.agent.service import AgentService
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
 from controller.demo.scenario import PROT, S, Scenario, build
-from controller.engine import Journal
 from controller.engine.effects import Notify
 from controller.engine.resources import shipped
 from controller.logic.core import BayController
 from controller.replay.bay_replay import Action, BayReplay
 from controller.report.bay_report import Timeline, percentiles, report_block
 from controller.shell.journal_clock import anchor as anchor_clock
+from controller.shell.journal_store import open_journal
 from firmware_sim.core import Firmware
 from protocols.files import write_new
 
@@ -122,9 +122,9 @@ def run_demo(
     for j in (files["journal"], files["agent"]):
         for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
             p.unlink(missing_ok=True)
-    journal = Journal(files["journal"], durability="group")
+    journal = open_journal(files["journal"], durability="group")
     bay = BayController(cfg, t0, journal, scn.keys)
-    agent_journal = Journal(files["agent"], durability="step")
+    agent_journal = open_journal(files["agent"], durability="step")
     for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
         anchor_clock(jr, "virtual")
     host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))

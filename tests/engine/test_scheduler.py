@@ -15,7 +15,7 @@ from controller.agent.planner import FolderPlanner
 from controller.agent.service import AgentService
 from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from controller.config.load import load_config
-from controller.engine import Journal, Registry, RunawayError, Scheduler, Table
+from controller.engine import Registry, RunawayError, Scheduler, Table
 from controller.engine.effects import Effect, Raise
 from controller.engine.spec import MachineSpec
 from controller.link import effects as link_effects
@@ -23,6 +23,7 @@ from controller.link.core import LinkCore
 from controller.logic.core import BayController
 from controller.logic.effects import DeviceCommand, InputChanged
 from controller.replay.virtual_wire import VirtualWire
+from controller.shell.journal_store import open_journal
 from firmware_sim import effects as board_effects
 from firmware_sim.core import INJECTIONS, Firmware
 
@@ -154,7 +155,7 @@ def test_feed_fires_due_timers_first_and_journals_every_step_in_order(tmp_path):
         ["arm", "ring", "ask"],
         timers=[{"state": "idle", "after_ms": 2, "event": "ring"}],
     )
-    j = Journal(tmp_path / "j.sqlite")
+    j = open_journal(tmp_path / "j.sqlite")
     s, said = scheduler_with(("t", t), journal=j)
     s.feed("t", "ask", 3_000_000)  # the timer armed at start (due at 2 ms) fires first
     assert said == ["t:rang", "t:asked"]

@@ -20,6 +20,7 @@ from controller.config.goose import RxRingCfg
 from controller.config.load import load_config
 from controller.engine.journal import Journal
 from controller.logic.core import BayController
+from controller.shell.journal_store import open_journal
 from controller.shell.live_bay import BayLive
 from tests.ethernet.burst import MmsgSender
 from tests.ethernet.frames import frame
@@ -40,7 +41,7 @@ def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController
 
 def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="controller.shell")
-    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal, RxRingCfg(frames=20, block_kib=4))
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
@@ -69,7 +70,7 @@ def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> N
 
 
 def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
-    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal)
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
@@ -130,7 +131,7 @@ def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
     rx = stopped["rx"]
     assert rx["drops"] > 0 and rx["received"] + rx["drops"] + rx["unread"] == 2_000
     assert stopped["counters"]["rx.drops"] == rx["drops"]
-    journal = Journal(state / "bay.sqlite", durability="group")
+    journal = open_journal(state / "bay.sqlite", durability="group")
     rows = list(journal.rows("limit:rx_ring.A"))
     journal.close()
     assert rows and rows[0]["event"] == "crossed"

@@ -11,12 +11,12 @@ from controller.config.bay import ControllerConfig
 from controller.config.load import load_config
 from controller.config.validate import ConfigError
 from controller.demo.scenario import EPOCH, S, build
-from controller.engine import Journal
 from controller.engine.effects import Alarm, Notify
 from controller.goose.effects import StreamState
 from controller.logic.core import BayController, BayStep
 from controller.logic.effects import DeviceCommand
 from controller.replay.bay_replay import BayReplay
+from controller.shell.journal_store import open_journal
 from firmware_sim.core import Firmware
 from protocols.ethernet.pcap import read_capture
 from protocols.goose import decode_frame
@@ -29,7 +29,7 @@ def run(tmp_path: Path, scn=None, name: str = "run"):
     cfg = load_config(CONFIG, ControllerConfig)
     scn = scn or build()
     t0 = scn.frames[0][0]
-    journal = Journal(tmp_path / f"{name}.sqlite", durability="group")
+    journal = open_journal(tmp_path / f"{name}.sqlite", durability="group")
     bay = BayController(cfg, t0, journal)
     reports: list = []
     replay = BayReplay(
