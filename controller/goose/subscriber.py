@@ -63,6 +63,10 @@ class Judged(NamedTuple):
     status: str
 
 
+#: `Judged`'s constructor without its Python-level `__new__` (every frame makes one)
+_judged = tuple.__new__
+
+
 #: flags of a judged frame that say nothing about the bytes its repeats share with it: a
 #: stream stays on the fast path after them (any other flag sends its repeats to the judge)
 REPEATABLE_FLAGS = frozenset({"wrap", "unchanged_data", "tal_late"})
@@ -247,16 +251,16 @@ class SubscriberBank:
             if not _whole_tlv(key):
                 self.malformed += 1  # cut short before its gocbRef ends
                 self.last_error = "truncated before the end of gocbRef"
-                return Judged(None, None, "malformed")
+                return _judged(Judged, (None, None, "malformed"))
             self.unmatched += 1  # a flood of other streams costs this, never a parse
-            return Judged(None, None, "unmatched")
+            return _judged(Judged, (None, None, "unmatched"))
         auth = self.auth
         if auth is not None:  # before anything of a stream moves (the gocbRef is unchanged)
             checked = auth.check(buf, now_ns)
             if checked is None:
                 skey = auth.last_policy.key
                 its = self.streams.get(skey) if skey else None
-                return Judged(its, auth.last, "auth_refused")
+                return _judged(Judged, (its, auth.last, "auth_refused"))
             buf = checked
         stream = self.fast.get(key) if key is not None else None
         rep = None
@@ -275,7 +279,7 @@ class SubscriberBank:
                     # the next sqNum before TAL ran out (not a gap, duplicate, wrap or late)
                     report = self.repeat(stream, rep[0], rep[1], side, now_ns)
                     if report is not None:
-                        return Judged(stream, report, "repeat")
+                        return _judged(Judged, (stream, report, "repeat"))
         foreign = False
         if rep is not None:
             # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
@@ -289,7 +293,7 @@ class SubscriberBank:
             except GooseError as exc:
                 self.malformed += 1
                 self.last_error = str(exc)
-                return Judged(None, None, "malformed")
+                return _judged(Judged, (None, None, "malformed"))
             vlan = full.vlan
             skey = (full.dst, full.appid, full.gocb_ref)
             stream = self.streams.get(skey)
@@ -297,10 +301,10 @@ class SubscriberBank:
                 stream = self._open(skey, full, now_ns)
                 if stream is None:
                     self.unmatched += 1
-                    return Judged(None, full, "unmatched")
+                    return _judged(Judged, (None, full, "unmatched"))
             elif stream.sub is not None and not _filters_match(stream.sub, full):
                 self.unmatched += 1
-                return Judged(None, full, "unmatched")
+                return _judged(Judged, (None, full, "unmatched"))
             if is_simulated(full):
                 stream = stream.sim or self._open_sim(stream, now_ns)
             expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
@@ -311,7 +315,7 @@ class SubscriberBank:
             elif full.src != expected:
                 if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
                     stream.counts["foreign_source"] += 1
-                    return Judged(stream, full, "foreign_source")
+                    return _judged(Judged, (stream, full, "foreign_source"))
                 # learned, not configured: the second source is judged as a sequence of
                 # its own (a conflict); its frames never become the fast path's memory
                 stream.counts["second_source"] += 1
@@ -337,13 +341,13 @@ class SubscriberBank:
             if pair in stream.recent:
                 runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 stream.counts[f"ab_duplicate_{side}"] += 1
-                return Judged(stream, hdr, "duplicate")
+                return _judged(Judged, (stream, hdr, "duplicate"))
             sel = stream.side_ids.get("selector")
             if sel is not None and _active_side(runner, sel) != side:
                 runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 _remember(stream, pair, side)
                 stream.counts[f"standby_{side}"] += 1
-                return Judged(stream, hdr, "duplicate")
+                return _judged(Judged, (stream, hdr, "duplicate"))
         fold = stream.fold
         if fold is not None:
             stream.fold = None
@@ -385,7 +389,7 @@ class SubscriberBank:
                 runner.feed(lgos.id, "ok", now_ns)
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
-        return Judged(stream, hdr, "judged")
+        return _judged(Judged, (stream, hdr, "judged"))
 
     # -- the fast path ----------------------------------------------------------------------
 

@@ -35,6 +35,7 @@ from controller.link.effects import (
     Submit,
     Transmit,
     UserCommand,
+    new_shape,
 )
 from controller.link.registry import COMMANDS, build
 from protocols.serial import messages as m
@@ -191,7 +192,8 @@ class LinkCore:
             build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
         if seq is None:
             seq = self.commands.ctx[CommandFields.NEXT_SEQ]
-            self._send("link", "user_command", now_ns, UserCommand(Submit(command, items), seq))
+            user = new_shape(UserCommand, (Submit(command, items), seq))
+            self._send("link", "user_command", now_ns, user)
         else:
             sub = Submit(command, items, seq=seq)
             self._send("link", "user_command", now_ns, UserCommand(sub, seq))

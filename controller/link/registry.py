@@ -23,6 +23,7 @@ from controller.link.effects import (
     Submit,
     Transmit,
     UserCommand,
+    new_shape,
 )
 from protocols.serial import messages as m
 from protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
@@ -79,9 +80,8 @@ def enqueue(ctx, ev) -> dict:
         seq = ctx["next_seq"]
         updates = {"next_seq": seq_next(seq)}
     origin = seq if sub.origin is None else sub.origin
-    entry = QueueEntry(
-        seq, sub.command, sub.tag, build(sub.command, seq, sub.fields), sub.fields, origin
-    )
+    frame_ = build(sub.command, seq, sub.fields)
+    entry = new_shape(QueueEntry, (seq, sub.command, sub.tag, frame_, sub.fields, origin))
     return {**updates, "queue": (*ctx["queue"], entry)}
 
 
