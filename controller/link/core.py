@@ -26,17 +26,7 @@ from controller.engine import Table
 from controller.engine.names import Fields, States
 from controller.engine.resources import shipped
 from controller.engine.scheduler import Scheduler
-from controller.link.effects import (
-    DeviceEvent,
-    LinkEvent,
-    Outcome,
-    Reopen,
-    Signal,
-    Submit,
-    Transmit,
-    UserCommand,
-    new_shape,
-)
+from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from controller.link.registry import COMMANDS, build
 from protocols.serial import messages as m
 from protocols.serial.errors import LinkProtocolError
@@ -163,7 +153,7 @@ class LinkCore:
                 self._send("commands", "response", now_ns, item)
             else:
                 nxt = self.commands.ctx[CommandFields.NEXT_SEQ]
-                self._send("link", "event", now_ns, DeviceEvent(item, nxt))
+                self._send("link", "event", now_ns, (item, nxt))
         self._note_state()
 
     def advance(self, now_ns: int) -> None:
@@ -192,11 +182,10 @@ class LinkCore:
             build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
         if seq is None:
             seq = self.commands.ctx[CommandFields.NEXT_SEQ]
-            user = new_shape(UserCommand, (Submit(command, items), seq))
-            self._send("link", "user_command", now_ns, user)
+            self._send("link", "user_command", now_ns, (Submit(command, items), seq))
         else:
             sub = Submit(command, items, seq=seq)
-            self._send("link", "user_command", now_ns, UserCommand(sub, seq))
+            self._send("link", "user_command", now_ns, (sub, seq))
         return seq
 
     @property

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any
 
 from controller.engine.effects import Effect
 
@@ -69,60 +69,3 @@ class Signal(Effect):
 @dataclass(frozen=True, slots=True)
 class Reopen(Effect):
     """Ask the shell to close and reopen the port (reconnect)."""
-
-
-class QueueEntry(NamedTuple):
-    """A command on the command machine (queued, or the one pending on the wire).
-
-    `seq` is on the wire; `origin` is the number the caller knows (they differ for a
-    command held through a resync or re-issued after a device reset); `fields` rebuild
-    `frame` under a new seq."""
-
-    seq: int
-    command: str
-    tag: str
-    frame: bytes
-    fields: tuple[tuple[str, Any], ...]
-    origin: int
-
-
-class Response(NamedTuple):
-    """What the command machine tells the link machine when a command settles: the
-    answer (None after a timeout), whose command it was, and whether it was sent more
-    than once (a repeat may be answered from the device's store, an older snapshot)."""
-
-    msg: Any
-    origin: int
-    command: str
-    tag: str
-    reason: str | None
-    repeat: bool
-
-
-class InDoubt(NamedTuple):
-    """A caller's command in flight when the device restarted: its outcome is unknown
-    until the device is read again (reconciled by the link machine)."""
-
-    origin: int
-    command: str
-    fields: tuple[tuple[str, Any], ...]
-
-
-#: a named tuple's constructor without its Python-level `__new__`, for the shapes a trip
-#: makes (`QueueEntry`, `UserCommand`): one C call instead of a Python frame each
-new_shape = tuple.__new__
-
-
-class DeviceEvent(NamedTuple):
-    """An event frame from the device, with the seq the acknowledgement carries (the
-    command machine's next)."""
-
-    msg: Any
-    next_seq: int
-
-
-class UserCommand(NamedTuple):
-    """A caller's command handed to the link machine, with the seq it is known by."""
-
-    sub: Submit
-    seq: int

@@ -11,20 +11,7 @@ from typing import Any
 
 from controller.engine.effects import Raise, StartTimer
 from controller.engine.registry import Registry
-from controller.link.effects import (
-    DeviceEvent,
-    InDoubt,
-    LinkEvent,
-    Outcome,
-    QueueEntry,
-    Reopen,
-    Response,
-    Signal,
-    Submit,
-    Transmit,
-    UserCommand,
-    new_shape,
-)
+from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
 from protocols.serial import messages as m
 from protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
 from protocols.serial.stream import frame
@@ -67,7 +54,9 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 
 
 # ================================================================== command machine
-# `queue` and `pending` hold `QueueEntry`s (its docstring says what each field is)
+# entries are (seq, command, tag, frame, fields, origin): `seq` is on the wire, `origin` is
+# the number the caller knows (they differ for a command held through a resync or re-issued
+# after a device reset), `fields` rebuild the frame under a new seq
 
 
 @REGISTRY.action
@@ -80,8 +69,7 @@ def enqueue(ctx, ev) -> dict:
         seq = ctx["next_seq"]
         updates = {"next_seq": seq_next(seq)}
     origin = seq if sub.origin is None else sub.origin
-    frame_ = build(sub.command, seq, sub.fields)
-    entry = new_shape(QueueEntry, (seq, sub.command, sub.tag, frame_, sub.fields, origin))
+    entry = (seq, sub.command, sub.tag, build(sub.command, seq, sub.fields), sub.fields, origin)
     return {**updates, "queue": (*ctx["queue"], entry)}
 
 
@@ -92,9 +80,8 @@ def skip_seq(ctx, ev) -> dict:
 
 @REGISTRY.action
 def send_head(ctx, ev) -> list:
-    head: QueueEntry = ctx["queue"][0]
-    rest = ctx["queue"][1:]
-    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head.frame)]
+    head, rest = ctx["queue"][0], ctx["queue"][1:]
+    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head[3])]
 
 
 def _answered_type(msg) -> int:
@@ -103,18 +90,17 @@ def _answered_type(msg) -> int:
 
 @REGISTRY.guard
 def answers_pending(ctx, ev) -> bool:
-    pending: QueueEntry | None = ctx["pending"]
+    pending = ctx["pending"]
     return (
         pending is not None
-        and pending.seq == ev.payload.seq
-        and _answered_type(ev.payload) == TYPE_CODE[pending.command]
+        and pending[0] == ev.payload.seq
+        and _answered_type(ev.payload) == TYPE_CODE[pending[1]]
     )
 
 
 @REGISTRY.guard
 def answers_pending_seq(ctx, ev) -> bool:
-    pending: QueueEntry | None = ctx["pending"]
-    return pending is not None and pending.seq == ev.payload.seq
+    return ctx["pending"] is not None and ctx["pending"][0] == ev.payload.seq
 
 
 @REGISTRY.action
@@ -122,14 +108,14 @@ def wrong_answer(ctx, ev) -> list:
     """Our seq, another command's type (SPEC 5.3): a protocol error, not an answer. The
     command stays pending; its retries decide (a device that keeps answering wrongly ends
     as unreachable, never as a command that ran)."""
-    msg, pending = ev.payload, ctx["pending"]
+    msg, (seq, command, *_rest) = ev.payload, ctx["pending"]
     got = m.MsgType(_answered_type(msg)).name if _answered_type(msg) in TYPE_NAMES else "?"
     return [
         {"protocol_errors": 1},
         _out(
             "protocol_error",
-            pending.seq,
-            pending.command,
+            seq,
+            command,
             "wrong_command",
             answered=got,
             response=type(msg).__name__.upper(),
@@ -138,15 +124,14 @@ def wrong_answer(ctx, ev) -> list:
 
 
 def _settled(ctx, outcome_kind: str, reason: str | None, msg, data: dict) -> list:
-    p: QueueEntry = ctx["pending"]
-    out: list = [{"pending": None, "tries": 0, "pinned": _unpinned(ctx, p.seq)}]
-    if p.tag == "user":
-        out.append(_out(outcome_kind, p.origin, p.command, reason, **data))
+    seq, command, tag, _frame, _fields, origin = ctx["pending"]
+    out: list = [{"pending": None, "tries": 0, "pinned": _unpinned(ctx, seq)}]
+    if tag == "user":
+        out.append(_out(outcome_kind, origin, command, reason, **data))
     # a command sent more than once may be answered from the device's store (an older
     # snapshot): the link must not read that snapshot as the device's present
     repeat = ctx["tries"] > 0
-    response = Response(msg, p.origin, p.command, p.tag, reason, repeat)
-    out.append(Signal("link", "response", response))
+    out.append(Signal("link", "response", (msg, origin, command, tag, reason, repeat)))
     if ctx["queue"]:
         out.append(Raise("send_next"))
     return out
@@ -175,7 +160,7 @@ def stale_pending(ctx, ev) -> bool:
         isinstance(msg, m.Nack)
         and msg.reason is m.NackReason.STALE_SEQUENCE
         and answers_pending(ctx, ev)
-        and pending.seq not in ctx["pinned"]
+        and pending[0] not in ctx["pinned"]
         and ctx["resequenced"] < ctx["max_resequence"]
     )
 
@@ -189,17 +174,16 @@ def resequence(ctx, ev) -> list:
     number at once, and what is queued behind it is renumbered after it (numbers the
     caller chose stay). Outcomes keep the caller's number. Said once per jump
     (`sequence_resync`), which the bay logs and journals."""
-    old: QueueEntry = ctx["pending"]
-    seq, command, origin = old.seq, old.command, old.origin
+    seq, command, tag, _frame, fields, origin = ctx["pending"]
     new = (seq + HALF) & SEQ_MASK
-    pending = old._replace(seq=new, frame=build(command, new, old.fields))
+    pending = (new, command, tag, build(command, new, fields), fields, origin)
     nxt, queue = seq_next(new), []
-    entry: QueueEntry
     for entry in ctx["queue"]:
-        if entry.seq in ctx["pinned"]:
+        if entry[0] in ctx["pinned"]:
             queue.append(entry)
             continue
-        queue.append(entry._replace(seq=nxt, frame=build(entry.command, nxt, entry.fields)))
+        _s, c, t, _f, f, o = entry
+        queue.append((nxt, c, t, build(c, nxt, f), f, o))
         nxt = seq_next(nxt)
     updates = {
         "pending": pending,
@@ -210,7 +194,7 @@ def resequence(ctx, ev) -> list:
         "resequences": 1,
     }
     event = _out("sequence_resync", origin, command, "stale_sequence", refused=seq, resent=new)
-    return [updates, Transmit(pending.frame), event]
+    return [updates, Transmit(pending[3]), event]
 
 
 @REGISTRY.guard
@@ -221,7 +205,7 @@ def can_retry(ctx, ev) -> bool:
 @REGISTRY.action
 def resend(ctx, ev) -> list:
     """Same bytes, same seq: the device answers a repeat from its store (at-most-once)."""
-    return [{"tries": ctx["tries"] + 1}, Transmit(ctx["pending"].frame), Signal("link", "retry")]
+    return [{"tries": ctx["tries"] + 1}, Transmit(ctx["pending"][3]), Signal("link", "retry")]
 
 
 @REGISTRY.action
@@ -231,7 +215,7 @@ def give_up(ctx, ev) -> list:
     return out
 
 
-def _entries(ctx) -> list[QueueEntry]:
+def _entries(ctx) -> list:
     return ([ctx["pending"]] if ctx["pending"] else []) + list(ctx["queue"])
 
 
@@ -243,28 +227,27 @@ def abandon_all(ctx, ev) -> list:
     outcome unknown, it may or may not have run)."""
     reason = str(ev.payload)
     out: list = [{"queue": (), "pending": None, "tries": 0, "pinned": ()}]
-    users = [e for e in _entries(ctx) if e.tag == "user"]
+    users = [e for e in _entries(ctx) if e[2] == "user"]
     if reason == "device_reset":
         if users:
-            doubt = tuple(InDoubt(e.origin, e.command, e.fields) for e in users)
-            out.append(Signal("link", "in_doubt", doubt))
+            out.append(Signal("link", "in_doubt", tuple((e[5], e[1], e[4]) for e in users)))
         return out
-    for e in users:
-        out.append(_out("cmd_failed", e.origin, e.command, reason))
+    for _seq, command, _tag, _frame, _fields, origin in users:
+        out.append(_out("cmd_failed", origin, command, reason))
     return out
 
 
 @REGISTRY.guard
 def pending_is_resync(ctx, ev) -> bool:
-    return ctx["pending"] is not None and ctx["pending"].tag == "resync"
+    return ctx["pending"] is not None and ctx["pending"][2] == "resync"
 
 
 @REGISTRY.action
 def drop_resync(ctx, ev) -> list:
     """A new resync replaces the old one's commands; the caller's commands stay queued."""
     pending = ctx["pending"]
-    queue = tuple(e for e in ctx["queue"] if e.tag != "resync")
-    if pending is not None and pending.tag == "resync":
+    queue = tuple(e for e in ctx["queue"] if e[2] != "resync")
+    if pending is not None and pending[2] == "resync":
         out: list = [{"queue": queue, "pending": None, "tries": 0}]
         if queue:
             out.append(Raise("send_next"))
@@ -311,8 +294,8 @@ def in_effect(command: str, fields, view) -> bool:
 
 def _fail_parked(ctx, reason: str) -> list:
     out: list = [{"held": (), "in_doubt": ()}]
-    for d in ctx["in_doubt"]:
-        out.append(_out("cmd_failed", d.origin, d.command, reason))
+    for origin, command, _fields in ctx["in_doubt"]:
+        out.append(_out("cmd_failed", origin, command, reason))
     for sub in ctx["held"]:
         out.append(_out("cmd_failed", sub.origin, sub.command, reason))
     return out
@@ -385,7 +368,7 @@ def _boot_of(msg) -> int | None:
 @REGISTRY.guard
 def boot_changed(ctx, ev) -> bool:
     """A response from a boot other than the one we know: the device restarted."""
-    boot = _boot_of(ev.payload.msg)
+    boot = _boot_of(ev.payload[0])
     return boot is not None and ctx["boot_counter"] is not None and boot != ctx["boot_counter"]
 
 
@@ -414,17 +397,16 @@ def reboot_settled(ctx, ev) -> list:
 
 @REGISTRY.guard
 def completes_resync(ctx, ev) -> bool:
-    r: Response = ev.payload
-    msg = r.msg
+    msg, _seq, _command, tag, reason, _repeat = ev.payload
     # an unsynced device has a POWER_UP on its way: stay connecting until it is handled
     synced = isinstance(msg, m.Ack) and bool(msg.flags & m.StatusFlag.SYNCED)
-    return r.tag == "resync" and r.reason is None and ctx["resync_left"] == 1 and synced
+    return tag == "resync" and reason is None and ctx["resync_left"] == 1 and synced
 
 
 @REGISTRY.action
 def resync_step(ctx, ev) -> dict | None:
-    r: Response = ev.payload
-    if r.tag == "resync" and r.reason is None:
+    _msg, _seq, _command, tag, reason, _repeat = ev.payload
+    if tag == "resync" and reason is None:
         return {"resync_left": max(0, ctx["resync_left"] - 1)}
     return None
 
@@ -432,8 +414,7 @@ def resync_step(ctx, ev) -> dict | None:
 @REGISTRY.action
 def learn_response(ctx, ev) -> list:
     """Refresh the device view from a response and settle an operation that never started."""
-    r: Response = ev.payload
-    msg, seq, command, reason, repeat = r.msg, r.origin, r.command, r.reason, r.repeat
+    msg, seq, command, _tag, reason, repeat = ev.payload
     updates: dict = {}
     out: list = [updates]
     boot = _boot_of(msg)
@@ -499,7 +480,7 @@ def _replayed(event_seq: int, device_event_seq: int) -> Outcome:
 
 @REGISTRY.action
 def device_reset(ctx, ev) -> list:
-    msg = ev.payload.msg
+    msg = ev.payload[0]
     return _reset(ctx, _boot_of(msg), "boot_counter_changed", ev.time_ns)
 
 
@@ -536,7 +517,7 @@ def park_in_doubt(ctx, ev) -> dict:
 
 @REGISTRY.guard
 def needs_sync(ctx, ev) -> bool:
-    return ev.payload.sub.command in NEEDS_SYNC
+    return ev.payload[0].command in NEEDS_SYNC
 
 
 @REGISTRY.action
@@ -545,7 +526,7 @@ def hold(ctx, ev) -> list:
     command's number is used up now (the caller's number names only this command) and it
     goes out under a fresh one; a reconciling re-send keeps its earlier number, so the
     device still answers it from its store instead of running it twice."""
-    sub, seq = ev.payload.sub, ev.payload.seq
+    sub, seq = ev.payload
     origin = seq if sub.origin is None else sub.origin
     out: list = [{"held": (*ctx["held"], replace(sub, origin=origin))}]
     if sub.command in OPERATIONS:
@@ -560,8 +541,7 @@ def _moving(ctx) -> bool:
 
 
 def _reconcile(ctx, ops: dict, out: list) -> None:
-    for d in ctx["in_doubt"]:
-        origin, command, fields = d.origin, d.command, d.fields
+    for origin, command, fields in ctx["in_doubt"]:
         operation = command in OPERATIONS and ops.get(command) == origin
         if in_effect(command, fields, ctx) or RECONCILE[command] == "done":
             out.append(_out("cmd_ok", origin, command, result="reconciled"))
@@ -588,7 +568,7 @@ def resume(ctx, ev) -> list:
     ops = dict(ctx["ops"])
     out: list = [{"held": (), "in_doubt": ()}]
     _reconcile(ctx, ops, out)
-    resent = {d.command for d in ctx["in_doubt"] if RECONCILE[d.command] == "resend"}
+    resent = {c for _, c, _ in ctx["in_doubt"] if RECONCILE[c] == "resend"}
     if ctx["resets"]:
         for command, origin in list(ops.items()):
             if command in resent or any(h.origin == origin for h in ctx["held"]):
@@ -607,14 +587,14 @@ def resume(ctx, ev) -> list:
 
 @REGISTRY.action
 def ack_event(ctx, ev) -> Transmit:
-    e: DeviceEvent = ev.payload
-    return Transmit(frame(m.EventAck(e.msg.seq, e.next_seq)))
+    msg, next_seq = ev.payload
+    return Transmit(frame(m.EventAck(msg.seq, next_seq)))
 
 
 @REGISTRY.guard
 def power_up_new_boot(ctx, ev) -> bool:
     """POWER_UP of a boot other than the one we know: the device restarted."""
-    msg = ev.payload.msg
+    msg = ev.payload[0]
     known = ctx["boot_counter"]
     return isinstance(msg, m.PowerUp) and known is not None and msg.boot_counter != known
 
@@ -628,13 +608,13 @@ def power_up_new_boot_looping(ctx, ev) -> bool:
 def power_up_unsynced(ctx, ev) -> bool:
     """POWER_UP of the boot we know (a response revealed it first) or of the first boot we
     see: not a second reset; acknowledging it syncs the device, so the resync starts over."""
-    msg = ev.payload.msg
+    msg = ev.payload[0]
     return isinstance(msg, m.PowerUp) and msg.boot_counter != ctx["synced_boot"]
 
 
 @REGISTRY.action
 def power_up(ctx, ev) -> list:
-    msg: m.PowerUp = ev.payload.msg
+    msg: m.PowerUp = ev.payload[0]
     out = _reset(ctx, msg.boot_counter, msg.cause.name.lower(), ev.time_ns)
     out.append(_synced(msg))
     return out
@@ -642,7 +622,7 @@ def power_up(ctx, ev) -> list:
 
 @REGISTRY.action
 def power_up_sync(ctx, ev) -> dict:
-    return _synced(ev.payload.msg)
+    return _synced(ev.payload[0])
 
 
 def _synced(msg: m.PowerUp) -> dict:
@@ -657,7 +637,7 @@ def _synced(msg: m.PowerUp) -> dict:
 
 @REGISTRY.guard
 def fresh_event(ctx, ev) -> bool:
-    msg = ev.payload.msg
+    msg = ev.payload[0]
     last = ctx["last_event_seq"]
     return not isinstance(msg, m.PowerUp) and (last is None or seq_newer(last, msg.seq))
 
@@ -777,7 +757,7 @@ def process_event(ctx, ev) -> list | None:
     event past that is not acted on: the device is re-read, and its ACK's event_seq says
     whether this boot generated it (a gap: its snapshot is taken) or not (an event of an
     earlier boot replayed onto the line: refused). So a replay never moves the view."""
-    msg = ev.payload.msg
+    msg = ev.payload[0]
     if not _expected(ctx, msg.seq):
         if ctx["gap_seq"] == msg.seq:
             return None  # the same one again: its re-read is on its way
@@ -808,7 +788,7 @@ def keepalive(ctx, ev) -> Submit:
 @REGISTRY.action
 def submit_user(ctx, ev) -> list:
     """Queue the command; a trip/close is tracked until its end position is reported."""
-    sub, seq = ev.payload.sub, ev.payload.seq
+    sub, seq = ev.payload
     if sub.command in OPERATIONS:
         return [sub, {"ops": {**ctx["ops"], sub.command: seq}}]
     return [sub]
@@ -816,8 +796,7 @@ def submit_user(ctx, ev) -> list:
 
 @REGISTRY.action
 def refuse_link_down(ctx, ev) -> list:
-    u: UserCommand = ev.payload  # the seq is consumed anyway, so it names this outcome only
-    sub, seq = u.sub, u.seq
+    sub, seq = ev.payload  # the seq is consumed anyway, so it names this outcome only
     out: list[Outcome | Signal] = [
         _out("cmd_failed", seq if sub.origin is None else sub.origin, sub.command, "link_down")
     ]
