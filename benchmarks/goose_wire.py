@@ -12,10 +12,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from controller.goose.effects import FrameClassified
-from controller.goose.hub import GooseHub
-from controller.shell.goose_live import LiveGoose
-from lab.wire_floor import probe_frame
+from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.lab.wire_floor import probe_frame
 
 
 def classify(iface: str) -> int:

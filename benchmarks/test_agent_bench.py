@@ -15,10 +15,10 @@ import time
 import pytest
 
 from benchmarks.percentiles import ratio, sample_calls
-from controller.agent.effects import RunTool
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.shell.journal_store import open_journal
+from goosectl.controller.agent.effects import RunTool
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.shell.journal_store import open_journal
 
 
 def procedure(folder, steps: int) -> None:

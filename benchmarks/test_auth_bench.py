@@ -28,12 +28,12 @@ from benchmarks.percentiles import (
     summarise,
 )
 from benchmarks.test_goose_bench import GOCB_CFG, repeats
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile
-from controller.demo.scenario import EPOCH
-from controller.goose.hub import GooseHub
-from lab.latency import TripBench
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.demo.scenario import EPOCH
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.lab.latency import TripBench
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 
 HARD_LIMIT_US = 4000.0
 RETRANSMISSION_ADDED_P50_US = 3.0

@@ -36,9 +36,9 @@ from typing import Any
 
 import pytest
 
-from lab.netns import Namespace, NetLab, Veth
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import GooseFrame, encode_frame, mac
+from goosectl.lab.netns import Namespace, NetLab, Veth
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import GooseFrame, encode_frame, mac
 from tests.codec.corpus import T0, flat16
 from tests.ethernet.burst import MmsgSender, capture_frames, rss_kib
 from tests.support.peers import require_root
@@ -54,9 +54,9 @@ RATE_FPS = 50_000
 #: frame and prints its counters as one JSON line.
 HUB_RECEIVER = """
 import json, sys, time
-from controller.goose.hub import GooseHub
-from controller.shell.goose_live import LiveGoose
-from controller.report.bay_report import percentiles
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.controller.report.bay_report import percentiles
 live = LiveGoose(GooseHub(), sys.argv[1])
 last = [0]
 def frame(*_):
@@ -250,7 +250,7 @@ class Receiver:
 
 
 def listen_argv(wire: Wire, config: Path | None) -> list[str]:
-    argv = [sys.executable, "-u", "-m", "controller", "listen", "--iface", wire.veth.b, "--json"]
+    argv = [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", wire.veth.b, "--json"]
     return argv + (["--config", str(config)] if config else [])
 
 

@@ -45,8 +45,8 @@ from benchmarks.percentiles import (
     ratio,
     sample_calls,
 )
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import (
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import (
     FrameTemplate,
     GooseFrame,
     Vlan,
@@ -135,7 +135,7 @@ def test_decode_side_by_side(which: str, benchmark, samples: int, short: bool) -
 
     from scapy.layers.l2 import Ether
 
-    from protocols.goose.scapy_layer import GOOSE
+    from goosectl.protocols.goose.scapy_layer import GOOSE
 
     assert Ether(raw)[GOOSE].stNum == expected.st_num  # the layer really dissects it
 
@@ -215,7 +215,7 @@ def test_encode_side_by_side(which: str, benchmark, samples: int, short: bool) -
 
     from scapy.layers.l2 import Ether
 
-    from protocols.goose.scapy_layer import GOOSE
+    from goosectl.protocols.goose.scapy_layer import GOOSE
 
     pkt = Ether(raw)
     del pkt[GOOSE].length

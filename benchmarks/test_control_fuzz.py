@@ -31,7 +31,7 @@ import sys
 from pathlib import Path
 
 from benchmarks.percentiles import check_budget, ratio, summarise
-from lab.host_latency import HostLatency
+from goosectl.lab.host_latency import HostLatency
 from tests.support.peers import require_binary, require_root
 
 GROUP = "control fuzz"
@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_control_fuzz_alongside_live_trips(benchmark, short):
     require_root()
     require_binary("cyclictest", "rt-tests")
-    from lab.wire_latency import WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import WireTrip, peer_fifo
 
     seconds = 15 if short else 30
     trip = WireTrip(realtime=True)

@@ -43,11 +43,11 @@ import json
 import pytest
 
 from benchmarks.percentiles import check_budget, host_jitter, jitter_note, ratio, summarise
-from controller.shell.realtime import CpuLatency
-from lab import iec61850_pingpong
-from lab.floors import pty_round_trips
-from lab.latency import TripBench
-from lab.wire_floor import WireFloor
+from goosectl.controller.shell.realtime import CpuLatency
+from goosectl.lab import iec61850_pingpong
+from goosectl.lab.floors import pty_round_trips
+from goosectl.lab.latency import TripBench
+from goosectl.lab.wire_floor import WireFloor
 from tests.support.peers import require_binary, require_iec61850, require_root
 
 HARD_LIMIT_US = 4000.0
@@ -124,7 +124,7 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
     with contextlib.ExitStack() as host:
         if idle_poll:
             host.callback(CpuLatency(0).release)
-        from lab.wire_latency import QUIET_S, WireTrip, peer_fifo
+        from goosectl.lab.wire_latency import QUIET_S, WireTrip, peer_fifo
 
         m = 2000 if short else 20000
         quiet = 1000 if short else 5000  # >= 1,000 for a p99; QUIET_S each

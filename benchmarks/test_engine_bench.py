@@ -13,9 +13,9 @@ import sys
 import pytest
 
 from benchmarks.percentiles import check_budget, host_jitter, jitter_note, ratio, sample_calls
-from controller.engine import Registry, Table
-from controller.engine.spec import MachineSpec
-from controller.shell.journal_store import open_journal
+from goosectl.controller.engine import Registry, Table
+from goosectl.controller.engine.spec import MachineSpec
+from goosectl.controller.shell.journal_store import open_journal
 
 BUDGET_P99_US = 4000.0  # the product's hard limit; the targets are far below
 
@@ -235,7 +235,7 @@ def test_dispatch_budget_as_in_production(benchmark, samples, tmp_path):
     the bay journal (`group`, flushed to the writer thread, `LiveJournals` as run opens
     it), the garbage collector on, 20,000 single dispatches in --short (p99: the 200th
     slowest). The 10-state ring with a guard and an action per transition."""
-    from controller.shell.journal_writer import LiveJournals
+    from goosectl.controller.shell.journal_writer import LiveJournals
 
     group = "engine-dispatch/budget (journal+writer, GC on)"
     eng = engine_ring()

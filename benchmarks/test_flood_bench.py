@@ -35,12 +35,12 @@ from __future__ import annotations
 import json
 
 from benchmarks.percentiles import check_budget, ratio, sample_calls, summarise
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.demo.scenario import EPOCH
-from controller.logic.core import BayController
-from lab.latency import TripBench
-from protocols.goose import Boolean, GooseFrame, encode_frame, parse_header
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import EPOCH
+from goosectl.controller.logic.core import BayController
+from goosectl.lab.latency import TripBench
+from goosectl.protocols.goose import Boolean, GooseFrame, encode_frame, parse_header
 from tests.support.peers import require_root
 
 GROUP = "flood"
@@ -171,7 +171,7 @@ def test_the_trip_behind_a_flood_in_process(benchmark, short, tmp_path):
 
 def test_the_trip_on_the_wire_under_a_flood(benchmark, short):
     require_root()
-    from lab.wire_latency import WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import WireTrip, peer_fifo
 
     n = 1000 if short else 5000
     results = {}

@@ -34,13 +34,13 @@ from benchmarks.percentiles import (
     sample_calls,
     summarise,
 )
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
-from controller.replay.goose_replay import Replay
-from lab.netns import NetLab
-from lab.wire_floor import _SEQ_AT, WireFloor
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, mac, parse_header
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.replay.goose_replay import Replay
+from goosectl.lab.netns import NetLab
+from goosectl.lab.wire_floor import _SEQ_AT, WireFloor
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import FrameTemplate, GooseFrame, UtcTime, Vlan, mac, parse_header
 from tests.codec.corpus import flat16
 from tests.support.peers import require_iec61850, require_root
 
@@ -113,7 +113,7 @@ class RepeatRig:
     apart on the virtual clock, the journal flushed after each as the live loop does."""
 
     def __init__(self, path, frames: list[bytes], fast: bool) -> None:
-        from controller.shell.journal_writer import LiveJournals
+        from goosectl.controller.shell.journal_writer import LiveJournals
 
         self.journals = LiveJournals(path, None)
         self.journal = self.journals.bay
@@ -161,7 +161,7 @@ def test_retransmission_budget(benchmark, samples, tmp_path, kind):
     `GooseReceiver_handleMessage` (C parse and subscriber update, plus ~1 us of ctypes
     callback per frame)."""
     require_iec61850()  # the libiec61850 row follows the peer rule, never silently absent
-    from lab.iec61850_peer import LibIec61850Parser
+    from goosectl.lab.iec61850_peer import LibIec61850Parser
 
     group = f"goose-retransmission/{kind} (journal+writer, GC on)"
     blocks = 10
@@ -271,7 +271,7 @@ def test_new_state_frame_to_classification_in_process(benchmark, samples):
         warmup=0,
     )
     ratio(ours, floor)
-    from lab.iec61850_peer import LibIec61850Parser
+    from goosectl.lab.iec61850_peer import LibIec61850Parser
 
     parser = LibIec61850Parser()
     m = iter(range(n))
@@ -313,7 +313,7 @@ def synthetic_capture(streams: int, seconds: float) -> list[tuple[int, int, byte
     )
     hub = GooseHub(cfg)
     out = [(0, e.data) for e in hub.start(0, 0) if hasattr(e, "data")]
-    from protocols.goose import Boolean, Integer
+    from goosectl.protocols.goose import Boolean, Integer
 
     end = int(seconds * 1000 * ms)
     t, k = 0, 0
@@ -426,7 +426,7 @@ def test_retransmission_timing_on_the_wire(benchmark, short):
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "publish",
                 "--iface",
                 "tx0",
@@ -466,7 +466,7 @@ def test_retransmission_timing_on_the_wire(benchmark, short):
             pub.terminate()
             sel.close()
             rx.close()
-    from controller.goose.schedule import interval_ms
+    from goosectl.controller.goose.schedule import interval_ms
 
     errors = []
     for frames in arrivals.values():

@@ -23,9 +23,9 @@ from pathlib import Path
 import pytest
 
 from benchmarks.percentiles import ratio, summarise
-from controller.engine import Journal, Scheduler, Table
-from controller.shell.journal_store import open_journal
-from controller.shell.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
 
 GROUP = "journal-on-the-loop"
 RATE_HZ = 3000

@@ -14,13 +14,13 @@ import time
 
 from benchmarks.percentiles import ratio, sample_calls
 from benchmarks.test_serial_codec_bench import measure_pty_floor
-from controller.config.link import LinkConfig
-from controller.shell.serial_link import SerialLink
-from firmware_sim.core import Firmware
-from firmware_sim.shell import DeviceShell
-from firmware_sim.transport import PtyTransport
-from protocols.serial import messages as m
-from protocols.serial.stream import frame
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.shell import DeviceShell
+from goosectl.firmware_sim.transport import PtyTransport
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.stream import frame
 
 GROUP = "link/pty"
 

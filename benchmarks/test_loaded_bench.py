@@ -47,7 +47,7 @@ from collections.abc import Iterator
 import pytest
 
 from benchmarks.percentiles import check_budget, summarise
-from lab.host_latency import HostLatency
+from goosectl.lab.host_latency import HostLatency
 from tests.support.peers import require_binary, require_root
 
 GROUP = "wire-trip-under-cpu-hogs"
@@ -88,7 +88,7 @@ def cpu_hogs() -> Iterator[list[subprocess.Popen]]:
 def test_wire_trip_with_a_cpu_hog_on_every_core(benchmark, short, realtime):
     require_root()
     require_binary("cyclictest", "rt-tests")
-    from lab.wire_latency import WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import WireTrip, peer_fifo
 
     n = (1000 if realtime else 500) if short else 5000
     with cpu_hogs() as hogs:

@@ -31,12 +31,12 @@ from benchmarks.percentiles import (
     summarise,
 )
 from benchmarks.test_goose_bench import HARD_LIMIT_US, RepeatRig, repeats
-from controller.prp import Lre
-from controller.shell.prp_live import PrpLive
-from lab.latency import TripBench
-from protocols.ethernet.vlan import inline_tag, strip_tag
-from protocols.goose import Vlan
-from protocols.prp import LAN_A, LAN_B, add_rct
+from goosectl.controller.prp import Lre
+from goosectl.controller.shell.prp_live import PrpLive
+from goosectl.lab.latency import TripBench
+from goosectl.protocols.ethernet.vlan import inline_tag, strip_tag
+from goosectl.protocols.goose import Vlan
+from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
 
 #: the issue's bound: what PRP may add to a path's p50
 PRP_ADDS_AT_MOST_US = 1.0

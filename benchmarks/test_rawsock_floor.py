@@ -11,8 +11,8 @@ Needs root (namespaces, raw sockets); skips without it (fails in CI, see peers.p
 from __future__ import annotations
 
 from benchmarks.percentiles import RESULTS, ratio, summarise
-from lab.netns import netlab
-from lab.wire_floor import OneWay, WireFloor
+from goosectl.lab.netns import netlab
+from goosectl.lab.wire_floor import OneWay, WireFloor
 from tests.support.peers import require_root
 
 GROUP = "wire-floor"

@@ -32,7 +32,7 @@ import json, sys, time
 path, how = sys.argv[1], sys.argv[2]
 t, c = time.perf_counter(), time.process_time()
 if how == "goosectl":
-    from protocols.scl import load_scl
+    from goosectl.protocols.scl import load_scl
     scl = load_scl(path)
     facts = {"ieds": len(scl.ieds), "gocbs": len(scl.gocbs), "findings": len(scl.findings),
              "typed": sum(1 for g in scl.gocbs.values() if g.shape is not None),

@@ -22,11 +22,11 @@ import pytest
 from cobs.cobs import _cobs_ext, _cobs_py
 
 from benchmarks.percentiles import Percentiles, ratio, sample_calls, summarise
-from lab.floors import pty_round_trips
-from protocols.serial import messages as m
-from protocols.serial.crc import crc16_reference
-from protocols.serial.port import open_pty_pair
-from protocols.serial.stream import StreamDecoder, decode_frame, frame
+from goosectl.lab.floors import pty_round_trips
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.crc import crc16_reference
+from goosectl.protocols.serial.port import open_pty_pair
+from goosectl.protocols.serial.stream import StreamDecoder, decode_frame, frame
 
 TRIP = m.Trip(0x1234)
 ACK = m.Ack(0x1234, m.MsgType.TRIP, m.AckResult.STARTED, m.Dbpos.ON, 0x0203, 0x00F0, 0x0003, 17, 42)

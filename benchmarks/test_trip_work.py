@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import platform
 
-from lab.trip_work import measure
+from goosectl.lab.trip_work import measure
 from tests.support.peers import require_binary
 
 #: CPython version -> instructions of one trip call, as recorded (the commit that set it)

@@ -33,7 +33,7 @@ def test_wire_trip_with_five_pages_open(benchmark, short) -> None:
     _require(CHROMIUM.exists(), "Debian's chromium is not installed (apt-get install chromium)")
     from playwright.sync_api import sync_playwright
 
-    from lab.wire_latency import WireTrip, peer_fifo
+    from goosectl.lab.wire_latency import WireTrip, peer_fifo
 
     n = 1000 if short else 5000
     trip = WireTrip()

@@ -1,7 +1,7 @@
-"""`python -m controller` is `goosectl`."""
+"""`python -m goosectl` is `goosectl`."""
 
 import sys
 
-from controller.cli import main
+from goosectl.controller.cli import main
 
 sys.exit(main())

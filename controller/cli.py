@@ -37,8 +37,8 @@ import traceback
 import weakref
 from pathlib import Path
 
-from controller import __version__, commands, logs
-from controller.errors import (  # noqa: F401 (re-exported)
+from goosectl.controller import __version__, commands, logs
+from goosectl.controller.errors import (  # noqa: F401 (re-exported)
     EXIT_FINDINGS,
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -134,7 +134,7 @@ def add_log_args(parser: argparse.ArgumentParser, quiet: str | None = None) -> N
         action="append",
         metavar="LOGGER",
         default=argparse.SUPPRESS,
-        help="debug lines of one subsystem only, e.g. controller.commands (repeatable)",
+        help="debug lines of one subsystem only, e.g. goosectl.controller.commands (repeatable)",
     )
 
 
@@ -213,11 +213,11 @@ def user_message(exc: BaseException, args: argparse.Namespace | None = None) -> 
     when it is a bug. The message says what (a file, a key) and why."""
     import sqlite3
 
-    from controller.agent.procedure import ProcedureError
-    from controller.config.validate import ConfigError
-    from controller.engine import TableError
-    from controller.engine.journal import JournalIOError, JournalRefused
-    from protocols.serial.port import PortError
+    from goosectl.controller.agent.procedure import ProcedureError
+    from goosectl.controller.config.validate import ConfigError
+    from goosectl.controller.engine import TableError
+    from goosectl.controller.engine.journal import JournalIOError, JournalRefused
+    from goosectl.protocols.serial.port import PortError
 
     if isinstance(exc, (TableError, ProcedureError)):
         return "\n".join(str(f) for f in exc.findings)
@@ -386,6 +386,6 @@ def save_traceback(text: str) -> str | None:
 
 if __name__ == "__main__":
     # run as a script: use the package's own module, whose CommandError the commands raise
-    from controller.cli import main as _main
+    from goosectl.controller.cli import main as _main
 
     sys.exit(_main())

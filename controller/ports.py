@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from controller.engine.journal import Journal
-    from protocols.goose import Vlan
+    from goosectl.controller.engine.journal import Journal
+    from goosectl.protocols.goose import Vlan
 
 
 class Clock(Protocol):

@@ -21,11 +21,11 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-from controller.engine import Table
-from controller.engine.effects import Effect
-from controller.engine.resources import shipped
-from controller.engine.scheduler import Scheduler
-from firmware_sim.effects import (
+from goosectl.controller.engine import Table
+from goosectl.controller.engine.effects import Effect
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.engine.scheduler import Scheduler
+from goosectl.firmware_sim.effects import (
     AfterAnswer,
     Emit,
     Execute,
@@ -35,9 +35,9 @@ from firmware_sim.effects import (
     Signal,
     Transmit,
 )
-from protocols.serial import messages as m
-from protocols.serial.errors import LinkProtocolError
-from protocols.serial.stream import StreamDecoder, frame
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.errors import LinkProtocolError
+from goosectl.protocols.serial.stream import StreamDecoder, frame
 
 TABLES = shipped("firmware_sim", "tables")
 MACHINES = ("breaker", "spring", "io", "commands", "events")

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.engine.effects import Raise
-from controller.engine.registry import Registry
-from firmware_sim.effects import (
+from goosectl.controller.engine.effects import Raise
+from goosectl.controller.engine.registry import Registry
+from goosectl.firmware_sim.effects import (
     AfterAnswer,
     Emit,
     Execute,
@@ -21,9 +21,9 @@ from firmware_sim.effects import (
     Signal,
     Transmit,
 )
-from protocols.serial import messages as m
-from protocols.serial.sequence import DEDUP_WINDOW, seq_newer
-from protocols.serial.stream import frame
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.sequence import DEDUP_WINDOW, seq_newer
+from goosectl.protocols.serial.stream import frame
 
 REGISTRY = Registry("firmware_sim")
 NS_PER_MS = 1_000_000

@@ -16,9 +16,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from firmware_sim.core import Firmware
-from firmware_sim.faults import FaultConfig, FaultyChannel
-from protocols.serial import messages as m
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.faults import FaultConfig, FaultyChannel
+from goosectl.protocols.serial import messages as m
 
 
 @dataclass(frozen=True)

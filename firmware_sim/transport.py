@@ -15,7 +15,7 @@ import select
 import socket
 import tempfile
 
-from protocols.serial.port import PtyPair, open_pty_pair, open_serial
+from goosectl.protocols.serial.port import PtyPair, open_pty_pair, open_serial
 
 WRITE_WAIT_S = 0.1
 

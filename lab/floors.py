@@ -11,7 +11,7 @@ import os
 import select
 import time
 
-from protocols.serial.port import open_pty_pair
+from goosectl.protocols.serial.port import open_pty_pair
 
 
 def read_exactly(fd: int, n: int, timeout_s: float = 2.0) -> bytes:

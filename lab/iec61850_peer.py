@@ -17,7 +17,7 @@ Typed JSON (one dict per MMS value; type names are the MMS Data choice names):
     {"type": "binary-time", "ms_of_day": ms, "days": d}   ("days": null -> 4-octet form)
     {"type": "structure", "items": [...]}      {"type": "array", "items": [...]}
 
-Run as a script inside a namespace (`ip netns exec NS python -m lab.iec61850_peer`):
+Run as a script inside a namespace (`ip netns exec NS python -m goosectl.lab.iec61850_peer`):
 
     publish --iface X --appid 0x1000 --dst 01:0c:cd:01:00:01 [--vlan-id 10 --vlan-prio 4 |
             --no-vlan] --gocb-ref R --dataset D --go-id G --conf-rev N --tal MS
@@ -564,7 +564,7 @@ def _cmd_receive(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.iec61850_peer")
+    parser = argparse.ArgumentParser(prog="python -m goosectl.lab.iec61850_peer")
     sub = parser.add_subparsers(dest="command", required=True)
     pub = sub.add_parser("publish", help="publish data sets with libiec61850")
     pub.add_argument("--iface", required=True)

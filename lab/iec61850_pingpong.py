@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
-from lab.netns import NetLab
+from goosectl.lab.netns import NetLab
 
 SOURCE = Path(__file__).with_name("iec61850_pingpong.c")
 IFACE = "pp0"

@@ -30,17 +30,17 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile
-from controller.config.load import load_config
-from controller.demo.scenario import CILO, EPOCH, S, publishers_config
-from controller.goose.hub import GooseHub
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualWire
-from controller.shell.journal_writer import LiveJournals
-from firmware_sim.core import Firmware
-from protocols.goose import Boolean, Quality
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import CILO, EPOCH, S, publishers_config
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_writer import LiveJournals
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.goose import Boolean, Quality
 
 MS = 1_000_000
 

@@ -16,7 +16,7 @@ a libc symbol is there on any interpreter, stripped or not. A second run bracket
 that does nothing the same way; the difference per call is the trip's. PYTHONHASHSEED is
 fixed so dict and set layouts, and with them the count, repeat.
 
-`python -m lab.trip_work N` prints instructions per trip (valgrind must be installed).
+`python -m goosectl.lab.trip_work N` prints instructions per trip (valgrind must be installed).
 """
 
 from __future__ import annotations
@@ -85,7 +85,7 @@ def child(trips: int, noop: bool) -> None:
     """The process valgrind runs: `trips` trips (after 3 unbracketed ones: the path's first
     calls, imports and specialisation, unseen), each bracketed, or a bracketed no-op
     beside each unbracketed trip."""
-    from lab.latency import TripBench
+    from goosectl.lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
     call = _bracketed(libc)
@@ -113,7 +113,7 @@ def _collected(trips: int, noop: bool, python: str) -> int:
         "--callgrind-out-file=/dev/null",
         python,
         "-m",
-        "lab.trip_work",
+        "goosectl.lab.trip_work",
         "--child",
         str(trips),
         *(["--noop"] if noop else []),
@@ -144,7 +144,7 @@ def measure(trips: int = 10, python: str = sys.executable) -> TripWork:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.trip_work", description=__doc__)
+    p = argparse.ArgumentParser(prog="python -m goosectl.lab.trip_work", description=__doc__)
     p.add_argument("trips", type=int, nargs="?", default=10)
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)

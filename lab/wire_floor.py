@@ -9,7 +9,7 @@ report what the controller adds, not what the kernel costs.
 (in this process, via setns) and starts an echo peer on the other end (a separate Python
 process, as a real peer would be). `roundtrip_ns()` sends one frame and waits, through a
 selector like the runtime's loop, for the echoed copy. Run the peer alone with
-`python -m lab.wire_floor echo --iface X --group 01:0c:cd:01:00:01`.
+`python -m goosectl.lab.wire_floor echo --iface X --group 01:0c:cd:01:00:01`.
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ import sys
 import time
 from collections.abc import Sequence
 
-from lab.netns import NetLab
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.lab.netns import NetLab
+from goosectl.protocols.ethernet.rawsock import RawSocket
 
 GROUP = bytes.fromhex("010ccd0100ff")
 SRC = bytes.fromhex("02000000b001")
@@ -48,7 +48,7 @@ class WireFloor:
             ours, theirs = self.lab.namespace(), self.lab.namespace()
             self.lab.veth(ours, theirs, a="floor0", b="echo0")
             self.peer = theirs.python_module(
-                "lab.wire_floor",
+                "goosectl.lab.wire_floor",
                 "echo",
                 "--iface",
                 "echo0",
@@ -159,7 +159,7 @@ def _echo(iface: str, group: str) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m lab.wire_floor")
+    parser = argparse.ArgumentParser(prog="python -m goosectl.lab.wire_floor")
     sub = parser.add_subparsers(dest="command", required=True)
     echo = sub.add_parser("echo", help="reflect frames for a group (run inside a namespace)")
     echo.add_argument("--iface", required=True)

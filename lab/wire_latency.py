@@ -27,13 +27,13 @@ from pathlib import Path
 
 import yaml
 
-from controller.config.bay import DEFAULT_CONFIG
-from controller.config.goose import GooseConfig
-from controller.demo.scenario import CILO, SCADA, publishers_config
-from controller.goose.hub import GooseHub
-from lab.netns import NetLab
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import (
+from goosectl.controller.config.bay import DEFAULT_CONFIG
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.demo.scenario import CILO, SCADA, publishers_config
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.lab.netns import NetLab
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import (
     Boolean,
     Dbpos,
     FrameTemplate,
@@ -119,7 +119,7 @@ class WireTrip:
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "sim",
                 "--pty",
                 "--link",
@@ -153,7 +153,7 @@ class WireTrip:
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "run",
                 "--iface",
                 IFACE,
@@ -210,7 +210,7 @@ class WireTrip:
         if load_fps:
             self.procs.append(
                 peer.python_module(
-                    "lab.wire_latency",
+                    "goosectl.lab.wire_latency",
                     "load",
                     "--iface",
                     IFACE,
@@ -373,7 +373,7 @@ def load(iface: str, streams: int, fps: int, dst: str = "010ccd0100ff") -> int:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m lab.wire_latency")
+    p = argparse.ArgumentParser(prog="python -m goosectl.lab.wire_latency")
     sub = p.add_subparsers(dest="cmd", required=True)
     lo = sub.add_parser("load")
     lo.add_argument("--iface", required=True)

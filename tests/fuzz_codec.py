@@ -30,15 +30,15 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from protocols.ethernet.pcap import read_capture  # noqa: E402
-from protocols.goose import (  # noqa: E402
+from goosectl.protocols.ethernet.pcap import read_capture  # noqa: E402
+from goosectl.protocols.goose import (  # noqa: E402
     GooseError,
     decode_frame,
     encode_frame,
     is_goose,
     parse_header,
 )
-from protocols.goose.ber import encode_length  # noqa: E402
+from goosectl.protocols.goose.ber import encode_length  # noqa: E402
 from tests.support.peers import CAPTURES  # noqa: E402  (tests/data/captures)
 
 

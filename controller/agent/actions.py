@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.agent.effects import CancelTool, Plan, Respond, RunTool
-from controller.engine.effects import Notify
-from controller.engine.registry import Registry
+from goosectl.controller.agent.effects import CancelTool, Plan, Respond, RunTool
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.engine.registry import Registry
 
 REGISTRY = Registry("agent-session")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from controller.engine.effects import Effect
+from goosectl.controller.engine.effects import Effect
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,12 +14,12 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from controller.agent.effects import Respond, RunTool
-from controller.agent.service import AgentService
-from controller.agent.tool_runs import RUNS, Implementations, ToolRunner
-from controller.engine.effects import Notify
-from controller.link.core import WORKING
-from controller.logic.core import BayController
+from goosectl.controller.agent.effects import Respond, RunTool
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.agent.tool_runs import RUNS, Implementations, ToolRunner
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.link.core import WORKING
+from goosectl.controller.logic.core import BayController
 
 
 class AgentBay:

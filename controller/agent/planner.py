@@ -18,10 +18,10 @@ from collections import Counter
 from pathlib import Path
 from typing import Protocol
 
-from controller.agent.procedure import Procedure, ProcedureError, load_procedure
-from controller.agent.tools import TOOLS, ToolSet
-from controller.engine.findings import Finding
-from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
+from goosectl.controller.agent.procedure import Procedure, ProcedureError, load_procedure
+from goosectl.controller.agent.tools import TOOLS, ToolSet
+from goosectl.controller.engine.findings import Finding
+from goosectl.controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 
 
 class Planner(Protocol):

@@ -26,18 +26,18 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from controller.agent.tools import TOOLS, ToolSet
-from controller.engine import Registry, Table, TableError
-from controller.engine.findings import Finding
-from controller.engine.layers import workflow_spec
-from controller.engine.loader import (
+from goosectl.controller.agent.tools import TOOLS, ToolSet
+from goosectl.controller.engine import Registry, Table, TableError
+from goosectl.controller.engine.findings import Finding
+from goosectl.controller.engine.layers import workflow_spec
+from goosectl.controller.engine.loader import (
     DEFAULT_LIMITS,
     LoaderLimits,
     parse_document,
     read_text,
     validation_findings,
 )
-from controller.engine.spec import MachineSpec
+from goosectl.controller.engine.spec import MachineSpec
 
 
 class _Cfg(BaseModel):

@@ -17,15 +17,15 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.agent.effects import Plan, Respond, RunTool
-from controller.agent.planner import Planner
-from controller.agent.procedure import Procedure, fill, parse_procedure
-from controller.engine import Journal, Machine, Scheduler, Table
-from controller.engine.journal import JournalIOError
-from controller.engine.names import Fields, States
-from controller.engine.resources import shipped
+from goosectl.controller.agent.effects import Plan, Respond, RunTool
+from goosectl.controller.agent.planner import Planner
+from goosectl.controller.agent.procedure import Procedure, fill, parse_procedure
+from goosectl.controller.engine import Journal, Machine, Scheduler, Table
+from goosectl.controller.engine.journal import JournalIOError
+from goosectl.controller.engine.names import Fields, States
+from goosectl.controller.engine.resources import shipped
 
-TABLE = shipped("controller.agent", "tables", "session.yaml")
+TABLE = shipped("goosectl.controller.agent", "tables", "session.yaml")
 
 
 class SessionStates(States):

@@ -20,9 +20,9 @@ from typing import Any, get_args
 
 from pydantic import ValidationError
 
-from controller.agent.effects import CancelTool, RunTool
-from controller.agent.service import AgentService
-from controller.agent.tools import (
+from goosectl.controller.agent.effects import CancelTool, RunTool
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.agent.tools import (
     Check,
     Delay,
     Device,
@@ -33,14 +33,14 @@ from controller.agent.tools import (
     WaitDevice,
     WaitGoose,
 )
-from controller.goose.effects import FrameClassified
-from controller.link.core import WORKING
-from controller.link.effects import LinkEvent
-from controller.link.registry import RECONCILE, in_effect
-from controller.logic.actions import close_blockers
-from controller.logic.core import BayController
-from controller.logic.mapping import member_value
-from protocols.goose import Dbpos
+from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.link.core import WORKING
+from goosectl.controller.link.effects import LinkEvent
+from goosectl.controller.link.registry import RECONCILE, in_effect
+from goosectl.controller.logic.actions import close_blockers
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.mapping import member_value
+from goosectl.protocols.goose import Dbpos
 
 #: trip/close finish when the breaker reaches this position (the device reports it)
 END_POSITION = {"trip": "off", "close": "on"}

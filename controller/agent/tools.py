@@ -22,7 +22,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from controller.link.registry import COMMANDS
+from goosectl.controller.link.registry import COMMANDS
 
 
 class ToolArgs(BaseModel):

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import argparse
 
-from controller.cli import CommandError
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile, load_keys
-from controller.config.validate import ConfigError
-from protocols.goose.security import PROFILES
+from goosectl.controller.cli import CommandError
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile, load_keys
+from goosectl.controller.config.validate import ConfigError
+from goosectl.protocols.goose.security import PROFILES
 
 
 def add_keys_args(p: argparse.ArgumentParser) -> None:

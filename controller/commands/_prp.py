@@ -8,10 +8,10 @@ import argparse
 import sys
 from typing import Any
 
-from controller.cli import CommandError
-from controller.config.goose import GooseConfig
-from controller.shell.goose_live import LiveGoose
-from controller.shell.prp_live import PrpLive, alarm_json, attach, check_kernel_device
+from goosectl.controller.cli import CommandError
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.controller.shell.prp_live import PrpLive, alarm_json, attach, check_kernel_device
 
 
 def add_arg(p: argparse.ArgumentParser) -> None:

@@ -21,24 +21,24 @@ import json
 import signal
 import sys
 
-from controller.cli import CommandError
-from controller.commands import _prp
-from controller.config.goose import GooseConfig
-from controller.prp import Lre, LreConfig
-from controller.replay.wire_rewrite import WireRewrite
-from controller.shell.goose_live import require_raw_sockets
-from controller.shell.wire_replay import (
+from goosectl.controller.cli import CommandError
+from goosectl.controller.commands import _prp
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.prp import Lre, LreConfig
+from goosectl.controller.replay.wire_rewrite import WireRewrite
+from goosectl.controller.shell.goose_live import require_raw_sockets
+from goosectl.controller.shell.wire_replay import (
     Progress,
     WireReplay,
     WireReplaySpec,
     capture_streams,
     listen_for_streams,
 )
-from protocols.ethernet.mac import parse_mac
-from protocols.ethernet.pcap import CaptureError
-from protocols.ethernet.rawsock import RawSocket, RawSocketError
-from protocols.prp import ETHERTYPE as PRP_ETHERTYPE
-from protocols.prp import parse_rct, strip_rct
+from goosectl.protocols.ethernet.mac import parse_mac
+from goosectl.protocols.ethernet.pcap import CaptureError
+from goosectl.protocols.ethernet.rawsock import RawSocket, RawSocketError
+from goosectl.protocols.prp import ETHERTYPE as PRP_ETHERTYPE
+from goosectl.protocols.prp import parse_rct, strip_rct
 
 
 def add_args(p: argparse.ArgumentParser) -> None:

@@ -7,13 +7,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
-from controller.config.keys import KeyFile
-from controller.goose.auth import Verdict
-from controller.goose.rgoose import judge_spdu, source_mac, spdu_datagram
-from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CapturedFrame
-from protocols.goose import GooseError, is_goose
-from protocols.rgoose import BadSpdu
-from protocols.rgoose.spdu import frame_of_apdu
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.goose.auth import Verdict
+from goosectl.controller.goose.rgoose import judge_spdu, source_mac, spdu_datagram
+from goosectl.protocols.ethernet.pcap import LINKTYPE_ETHERNET, CapturedFrame
+from goosectl.protocols.goose import GooseError, is_goose
+from goosectl.protocols.rgoose import BadSpdu
+from goosectl.protocols.rgoose.spdu import frame_of_apdu
 
 #: the destination MAC shown for a frame made from an APDU (R-GOOSE has none)
 DST = bytes.fromhex("010ccd010000")

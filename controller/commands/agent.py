@@ -7,8 +7,8 @@ import argparse
 import json
 from pathlib import Path
 
-from controller.cli import EXIT_OK, CommandError
-from controller.shell.control import (
+from goosectl.controller.cli import EXIT_OK, CommandError
+from goosectl.controller.shell.control import (
     ControlDenied,
     ControlUnavailable,
     default_path,

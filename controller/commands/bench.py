@@ -14,8 +14,8 @@ import json
 import logging
 from pathlib import Path
 
-from controller.cli import CommandError
-from protocols.files import write_new
+from goosectl.controller.cli import CommandError
+from goosectl.protocols.files import write_new
 
 log = logging.getLogger(__package__)
 
@@ -39,10 +39,10 @@ ECHO_QUIET = "floor: raw-socket echo round trip, after the quiet each trip follo
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.report.bay_report import format_percentiles, percentiles
-    from controller.report.histogram import write_svg
-    from lab.floors import pty_round_trips
-    from lab.latency import TripBench
+    from goosectl.controller.report.bay_report import format_percentiles, percentiles
+    from goosectl.controller.report.histogram import write_svg
+    from goosectl.lab.floors import pty_round_trips
+    from goosectl.lab.latency import TripBench
 
     if args.live:
         import os
@@ -57,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
     series["in process: trip frame -> trip-ack frame"] = s.to_ack_frame
     floors["floor: pty round trip"] = pty_round_trips(21, 5000)
     if args.live:
-        from lab.wire_floor import WireFloor
-        from lab.wire_latency import QUIET_S, WireTrip
+        from goosectl.lab.wire_floor import WireFloor
+        from goosectl.lab.wire_latency import QUIET_S, WireTrip
 
         with WireFloor() as wf:
             floors[ECHO] = wf.sample(5000)

@@ -20,12 +20,12 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError
-from controller.commands import _prp
-from controller.commands.replay import load_goose_config
-from controller.shell.capture import FILTERS, Capture, CaptureSpec
-from controller.shell.goose_live import require_raw_sockets
-from protocols.ethernet.rawsock import RawSocketError
+from goosectl.controller.cli import CommandError
+from goosectl.controller.commands import _prp
+from goosectl.controller.commands.replay import load_goose_config
+from goosectl.controller.shell.capture import FILTERS, Capture, CaptureSpec
+from goosectl.controller.shell.goose_live import require_raw_sockets
+from goosectl.protocols.ethernet.rawsock import RawSocketError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NoReturn
 
-from controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
+from goosectl.controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
 
 #: what a top-level key says about the kind of a YAML/TOML/JSON document
 TABLE_KEYS = frozenset({"states", "transitions", "initial", "events"})
@@ -61,9 +61,9 @@ def sniff(path: Path) -> tuple[Kind, dict | None]:
 
     Raises CommandError (exit 2) for a file that cannot be read or is not a document at
     all; a document that does not parse is reported by its checker as findings."""
-    from controller.engine import TableError
-    from controller.engine.loader import read_document
-    from protocols.scl import SCL_SUFFIXES
+    from goosectl.controller.engine import TableError
+    from goosectl.controller.engine.loader import read_document
+    from goosectl.protocols.scl import SCL_SUFFIXES
 
     if path.is_dir():
         raise CommandError(f"{path}: is a folder, not a file")
@@ -96,8 +96,8 @@ def sniff(path: Path) -> tuple[Kind, dict | None]:
         return Kind("table", f"a transition table ({', '.join(sorted(keys & TABLE_KEYS))})"), data
     if "steps" in keys:
         return Kind("procedure", "a procedure (steps:)"), data
-    from controller.config.bay import ControllerConfig
-    from controller.config.goose import GooseConfig
+    from goosectl.controller.config.bay import ControllerConfig
+    from goosectl.controller.config.goose import GooseConfig
 
     if keys & {*ControllerConfig.model_fields, "scl"}:
         return Kind("config", "a controller config"), data
@@ -118,8 +118,8 @@ def _findings(path: Path, what: str, lines: list[str]) -> NoReturn:
 
 def check_table(path: Path, registry_path: list[Path] | None = None, limits=None) -> str:
     """A table as `table check` checks it; returns the summary, raises with findings."""
-    from controller.engine import Table, TableError
-    from controller.engine.loader import DEFAULT_LIMITS
+    from goosectl.controller.engine import Table, TableError
+    from goosectl.controller.engine.loader import DEFAULT_LIMITS
 
     try:
         t = Table.load(path, registry_path=registry_path or [], limits=limits or DEFAULT_LIMITS)
@@ -136,7 +136,7 @@ def check_table(path: Path, registry_path: list[Path] | None = None, limits=None
 
 def check_procedure(path: Path) -> str:
     """A procedure as the agent loads it (steps, routes against tool outcomes, workflow)."""
-    from controller.agent.procedure import ProcedureError, load_procedure
+    from goosectl.controller.agent.procedure import ProcedureError, load_procedure
 
     try:
         proc = load_procedure(path)
@@ -153,9 +153,9 @@ def check_procedure(path: Path) -> str:
 
 
 def check_config(path: Path, ied: str | None) -> str:
-    from controller.config.bay import ControllerConfig
-    from controller.config.load import load_config
-    from controller.config.validate import ConfigError
+    from goosectl.controller.config.bay import ControllerConfig
+    from goosectl.controller.config.load import load_config
+    from goosectl.controller.config.validate import ConfigError
 
     try:
         cfg = load_config(path, ControllerConfig, ied)
@@ -179,7 +179,7 @@ def _n(items, word: str) -> str:
 
 
 def check_scl(path: Path, ied: str | None) -> str:
-    from protocols.scl import SclError, load_scl
+    from goosectl.protocols.scl import SclError, load_scl
 
     try:
         scl = load_scl(path)

@@ -18,17 +18,17 @@ import logging
 import sys
 from typing import Any
 
-from controller.cli import CommandError
-from controller.commands._auth_args import add_keys_args, keys_for
-from controller.commands._rgoose import units
-from controller.display import printable
-from controller.goose.auth import judge
-from protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
-from protocols.goose import GooseError, decode_all_data, is_goose, parse_header
-from protocols.goose.frame import decode_frame
-from protocols.goose.jsonform import frame_to_json
-from protocols.goose.security import DEFAULT_PROFILE, PROFILES
-from protocols.goose.utctime import (
+from goosectl.controller.cli import CommandError
+from goosectl.controller.commands._auth_args import add_keys_args, keys_for
+from goosectl.controller.commands._rgoose import units
+from goosectl.controller.display import printable
+from goosectl.controller.goose.auth import judge
+from goosectl.protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
+from goosectl.protocols.goose import GooseError, decode_all_data, is_goose, parse_header
+from goosectl.protocols.goose.frame import decode_frame
+from goosectl.protocols.goose.jsonform import frame_to_json
+from goosectl.protocols.goose.security import DEFAULT_PROFILE, PROFILES
+from goosectl.protocols.goose.utctime import (
     ACCURACY_MASK,
     ACCURACY_UNSPECIFIED,
     CLOCK_FAILURE,

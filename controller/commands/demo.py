@@ -11,9 +11,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError
-from controller.config.bay import DEFAULT_CONFIG
-from controller.config.validate import ConfigError
+from goosectl.controller.cli import CommandError
+from goosectl.controller.config.bay import DEFAULT_CONFIG
+from goosectl.controller.config.validate import ConfigError
 
 log = logging.getLogger(__package__)
 
@@ -131,19 +131,19 @@ def _progress(fraction: float, text: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.config.bay import ControllerConfig
-    from controller.config.load import load_config
+    from goosectl.controller.config.bay import ControllerConfig
+    from goosectl.controller.config.load import load_config
 
     try:  # a bad config is reported before any folder is made
         load_config(args.config, ControllerConfig, args.ied)
     except ConfigError as exc:
         raise CommandError(f"bad config:\n{exc}") from exc
     if args.live:
-        from controller.demo.live import run_live_demo
+        from goosectl.controller.demo.live import run_live_demo
 
         args.out = claim_folder(args.out, "goosectl-demo-live")
         return run_live_demo(args)
-    from controller.demo.offline import report_lines, run_demo
+    from goosectl.controller.demo.offline import report_lines, run_demo
 
     folder = claim_folder(args.out, "goosectl-demo")
     print(f"goosectl demo: writing to {folder}/")
@@ -178,7 +178,7 @@ class WebPage:
         self.proc: subprocess.Popen[str] | None = None
 
     def start(self, control: Path) -> None:
-        argv = [sys.executable, "-m", "controller", "web", "--control", str(control)]
+        argv = [sys.executable, "-m", "goosectl", "web", "--control", str(control)]
         argv += ["--journal", str(self.journal), "--bind", self.bind]
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, text=True)
         assert self.proc.stdout is not None  # piped above

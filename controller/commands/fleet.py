@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from types import FrameType
 
-from controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError
 
 DEFAULT_DB = "fleet.sqlite"
 
@@ -71,8 +71,8 @@ def _identity() -> str:
 
 
 def _remote(args: argparse.Namespace) -> int:
-    from controller.commands.agent import _params
-    from controller.fleet.remote import call
+    from goosectl.controller.commands.agent import _params
+    from goosectl.controller.fleet.remote import call
 
     site, sep, bay = args.bay.partition("/")
     if not sep:
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
     if args.fleet_command == "collect":
         return _collect(args)
     if args.fleet_command == "demo":
-        from controller.fleet.demo import run_demo
+        from goosectl.controller.fleet.demo import run_demo
 
         try:
             return run_demo(max(1, args.bays), keep=args.keep)
@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from exc
     if args.fleet_command in ("procedure", "confirm", "abort"):
         return _remote(args)
-    from controller.fleet.store import Store
+    from goosectl.controller.fleet.store import Store
 
     try:
         store = Store(args.db)
@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(f"store {args.db}: {exc}") from exc
     try:
         if args.fleet_command == "status":
-            from controller.fleet.view import fleet_rows, table
+            from goosectl.controller.fleet.view import fleet_rows, table
 
             rows = fleet_rows(store, time.time_ns(), args.stale_s)
             if args.json:
@@ -134,8 +134,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from controller.fleet.collector import Collector
-    from controller.fleet.mqtt import BrokerError
+    from goosectl.controller.fleet.collector import Collector
+    from goosectl.controller.fleet.mqtt import BrokerError
 
     try:
         col = Collector(

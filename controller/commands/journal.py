@@ -18,11 +18,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.cli import EXIT_FINDINGS, CommandError
-from controller.engine.journal import CHAIN_KEY, COLUMNS
-from controller.shell.journal_clock import UTC_NS
-from controller.shell.journal_store import verify
-from controller.shell.journal_writer import KEY_ENV, journal_key
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.engine.journal import CHAIN_KEY, COLUMNS
+from goosectl.controller.shell.journal_clock import UTC_NS
+from goosectl.controller.shell.journal_store import verify
+from goosectl.controller.shell.journal_writer import KEY_ENV, journal_key
 
 #: `--since -10m`: a span back from now (s, m, h, d)
 _AGO = re.compile(r"-(\d+(?:\.\d+)?)([smhd])")

@@ -12,10 +12,10 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, CommandError
-from controller.config.keys import load_keys
-from controller.config.validate import ConfigError
-from controller.shell.control import ControlUnavailable, default_path, request
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.config.keys import load_keys
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.shell.control import ControlUnavailable, default_path, request
 
 
 def register(sub: argparse._SubParsersAction) -> None:

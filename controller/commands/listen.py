@@ -17,25 +17,25 @@ import sys
 import time
 from typing import Any
 
-from controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, CommandError
-from controller.commands import _prp
-from controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from controller.commands.replay import load_goose_config
-from controller.commands.scl import add_check_args, wire_check
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
-from controller.goose.rgoose import receiver_for
-from controller.report.prp_report import PrpReporter
-from controller.shell.goose_live import (
+from goosectl.controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, CommandError
+from goosectl.controller.commands import _prp
+from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
+from goosectl.controller.commands.replay import load_goose_config
+from goosectl.controller.commands.scl import add_check_args, wire_check
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.rgoose import receiver_for
+from goosectl.controller.report.prp_report import PrpReporter
+from goosectl.controller.shell.goose_live import (
     CONTROLLER_RING,
     LiveGoose,
     RxDrops,
     require_raw_sockets,
 )
-from controller.shell.keys import KeyService
-from controller.shell.rgoose_live import listen as rgoose_listen
-from protocols.ethernet.rawsock import RawSocketError, RingSpec
-from protocols.goose import Vlan
+from goosectl.controller.shell.keys import KeyService
+from goosectl.controller.shell.rgoose_live import listen as rgoose_listen
+from goosectl.protocols.ethernet.rawsock import RawSocketError, RingSpec
+from goosectl.protocols.goose import Vlan
 
 log = logging.getLogger(__package__)
 

@@ -8,9 +8,9 @@ import argparse
 import json
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, CommandError
-from controller.config.bay import MODES
-from controller.shell.control import ControlUnavailable, default_path, request
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.config.bay import MODES
+from goosectl.controller.shell.control import ControlUnavailable, default_path, request
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -13,18 +13,18 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from controller.cli import EXIT_INTERRUPTED, CommandError
-from controller.commands import _prp
-from controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from controller.commands.listen import open_live
-from controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
-from controller.config.keys import KeyFile
-from controller.goose.hub import GooseHub
-from controller.goose.publisher_actions import PublishError
-from controller.report.goose_report import Reporter
-from controller.shell.keys import KeyService
-from controller.shell.rgoose_live import RgoosePublisher, open_socket, parse_target
-from protocols.goose import GooseError, all_data_from_json, data_shape
+from goosectl.controller.cli import EXIT_INTERRUPTED, CommandError
+from goosectl.controller.commands import _prp
+from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
+from goosectl.controller.commands.listen import open_live
+from goosectl.controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.publisher_actions import PublishError
+from goosectl.controller.report.goose_report import Reporter
+from goosectl.controller.shell.keys import KeyService
+from goosectl.controller.shell.rgoose_live import RgoosePublisher, open_socket, parse_target
+from goosectl.protocols.goose import GooseError, all_data_from_json, data_shape
 
 log = logging.getLogger(__package__)
 
@@ -140,8 +140,8 @@ def _values(text: str, where: str, test: bool = False):
 
 def _from_config(args: argparse.Namespace) -> PublisherCfg:
     """The publisher of `--config` (an SCL file with --ied: one of the IED's GoCBs)."""
-    from controller.config.load import load_config
-    from controller.config.validate import ConfigError
+    from goosectl.controller.config.load import load_config
+    from goosectl.controller.config.validate import ConfigError
 
     given = [f"--{k}" for k in ("datset", "goid", "appid", "dst", "vlan") if getattr(args, k)]
     if given:

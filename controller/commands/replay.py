@@ -8,28 +8,28 @@ import json
 import sys
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, CommandError, add_log_args
-from controller.commands import _prp, _replay_wire
-from controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from controller.commands.scl import add_check_args, wire_check
-from controller.config.goose import GooseConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.engine.effects import Notify
-from controller.goose.hub import GooseHub
-from controller.goose.rgoose import receiver_for
-from controller.replay.capture_clock import (
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError, add_log_args
+from goosectl.controller.commands import _prp, _replay_wire
+from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
+from goosectl.controller.commands.scl import add_check_args, wire_check
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.rgoose import receiver_for
+from goosectl.controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
     CaptureClock,
     CaptureTimeError,
     TimeJump,
 )
-from controller.replay.goose_replay import Replay, capture_frames
-from controller.report.goose_report import Reporter
-from controller.shell.journal_clock import anchor as anchor_clock
-from controller.shell.journal_store import open_journal
-from controller.shell.journal_writer import journal_key
-from protocols.ethernet.pcap import CaptureError
+from goosectl.controller.replay.goose_replay import Replay, capture_frames
+from goosectl.controller.report.goose_report import Reporter
+from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.journal_writer import journal_key
+from goosectl.protocols.ethernet.pcap import CaptureError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -177,12 +177,12 @@ def run(args: argparse.Namespace) -> int:
 
 def run_controller(args: argparse.Namespace) -> int:
     """The bay controller against a capture, the simulator on the same virtual clock."""
-    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-    from controller.demo.offline import make_wire
-    from controller.logic.core import BayController
-    from controller.replay.bay_replay import BayReplay
-    from controller.report.bay_report import Timeline, percentiles, report_block
-    from firmware_sim.core import Firmware
+    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+    from goosectl.controller.demo.offline import make_wire
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.replay.bay_replay import BayReplay
+    from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
+    from goosectl.firmware_sim.core import Firmware
 
     path = args.config or DEFAULT_CONFIG
     try:

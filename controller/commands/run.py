@@ -12,23 +12,23 @@ from collections.abc import Callable
 from itertools import islice
 from pathlib import Path
 
-from controller import logs
-from controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
-from controller.commands import _prp
-from controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.engine.journal import JournalIOError
-from controller.engine.resources import shipped
-from controller.report.bay_report import percentiles
-from controller.shell.goose_live import require_raw_sockets
-from controller.shell.journal_writer import LiveJournals, Retention
-from controller.shell.keys import KeyService
-from controller.shell.output_pump import LinePump
-from controller.shell.rgoose_live import attach_subscriptions
+from goosectl.controller import logs
+from goosectl.controller.cli import EXIT_INTERRUPTED, CommandError, add_log_args
+from goosectl.controller.commands import _prp
+from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.engine.journal import JournalIOError
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.report.bay_report import percentiles
+from goosectl.controller.shell.goose_live import require_raw_sockets
+from goosectl.controller.shell.journal_writer import LiveJournals, Retention
+from goosectl.controller.shell.keys import KeyService
+from goosectl.controller.shell.output_pump import LinePump
+from goosectl.controller.shell.rgoose_live import attach_subscriptions
 
-PROCEDURES = shipped("controller.agent", "procedures")
+PROCEDURES = shipped("goosectl.controller.agent", "procedures")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -171,17 +171,17 @@ def run(args: argparse.Namespace) -> int:
         cfg.goose, args, iface,
         None if args.no_network else (args.iface_b if args.iface else cfg.goose.interface_b),
     )  # fmt: skip
-    from controller.agent.host import AgentBay
-    from controller.agent.planner import FolderPlanner
-    from controller.agent.service import AgentService
-    from controller.logic.core import BayController
-    from controller.shell.control import controller_ops
-    from controller.shell.control_log import ControlLog
-    from controller.shell.live_bay import BayLive
-    from controller.shell.locks import LockError
+    from goosectl.controller.agent.host import AgentBay
+    from goosectl.controller.agent.planner import FolderPlanner
+    from goosectl.controller.agent.service import AgentService
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.shell.control import controller_ops
+    from goosectl.controller.shell.control_log import ControlLog
+    from goosectl.controller.shell.live_bay import BayLive
+    from goosectl.controller.shell.locks import LockError
 
     if args.state is not None:
-        from controller.shell.state_folder import StateFolderError, prepare_state_folder
+        from goosectl.controller.shell.state_folder import StateFolderError, prepare_state_folder
 
         try:
             prepare_state_folder(args.state)
@@ -262,7 +262,7 @@ def run(args: argparse.Namespace) -> int:
         live.status.agent_fault(agent.fault, RuntimeError(agent.fault))
     latency_note = None
     if args.cpu_latency_us is not None:
-        from controller.shell.realtime import CpuLatency, RealtimeError
+        from goosectl.controller.shell.realtime import CpuLatency, RealtimeError
 
         try:
             # held like the locks: given back by abandon() or when the loop ends
@@ -273,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
             raise CommandError(str(exc)) from exc
         latency_note = f"cpu wake-up latency {args.cpu_latency_us} us"
     if args.realtime or args.cpu is not None:
-        from controller.shell.realtime import Realtime, RealtimeError, apply
+        from goosectl.controller.shell.realtime import Realtime, RealtimeError, apply
 
         try:
             rt = Realtime(args.rt_priority, args.cpu, args.realtime, fifo=args.realtime)
@@ -290,7 +290,7 @@ def run(args: argparse.Namespace) -> int:
         realtime_note = f"{realtime_note}, {latency_note}" if realtime_note else latency_note
     stderr = LinePump(sys.stderr)  # never blocks the loop
     if args.realtime:  # the pump's thread inherited the loop's priority: one below it
-        from controller.shell.realtime import helper_threads
+        from goosectl.controller.shell.realtime import helper_threads
 
         helper_threads(args.rt_priority)
     # every diagnostic (status line, alarms, limits, errors) is a log record: queued there
@@ -399,8 +399,8 @@ def _claim(args: argparse.Namespace, cfg: ControllerConfig, journal: Path | None
     folder, the journal, the control socket (the serial device is locked where the link
     opens it). LockError (exit 2) names what and the pid that holds it; nothing taken is
     kept then."""
-    from controller.shell.control import ControlServer, default_path
-    from controller.shell.locks import lock_file, lock_journal
+    from goosectl.controller.shell.control import ControlServer, default_path
+    from goosectl.controller.shell.locks import lock_file, lock_journal
 
     held = []
     try:
@@ -421,6 +421,6 @@ def _uplink_hold(state: Path | None) -> Callable[[], int | None] | None:
     broker has not acknowledged (`goosectl uplink`, docs/fleet.md)."""
     if state is None:
         return None
-    from controller.fleet.source import held_from
+    from goosectl.controller.fleet.source import held_from
 
     return lambda: held_from(state)

@@ -17,9 +17,9 @@ from typing import Any
 
 import yaml
 
-from controller.cli import CommandError
-from protocols.files import write_new
-from protocols.scl import Scl, SclError, load_scl
+from goosectl.controller.cli import CommandError
+from goosectl.protocols.files import write_new
+from goosectl.protocols.scl import Scl, SclError, load_scl
 
 log = logging.getLogger(__package__)
 
@@ -51,7 +51,7 @@ def read(path: Path, ied: str | None = None) -> Scl:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from controller.config.scl.view import show_json, show_text
+    from goosectl.controller.config.scl.view import show_json, show_text
 
     scl = read(args.file)
     try:
@@ -86,7 +86,7 @@ def _hex_appids(data: Any) -> Any:
 
 
 def config_text(scl: Scl, ied: str | None, source: Path) -> str:
-    from controller.config.scl.loader import SclConfigError, config_data, pick_ied
+    from goosectl.controller.config.scl.loader import SclConfigError, config_data, pick_ied
 
     try:
         view = pick_ied(scl, ied)
@@ -118,9 +118,9 @@ def run_config(args: argparse.Namespace) -> int:
         return 0
     write_new(args.out, text)
     # the file just written must load as it is: check it the way every command will
-    from controller.config.bay import ControllerConfig
-    from controller.config.load import load_config
-    from controller.config.validate import ConfigError
+    from goosectl.controller.config.bay import ControllerConfig
+    from goosectl.controller.config.load import load_config
+    from goosectl.controller.config.validate import ConfigError
 
     try:
         load_config(args.out, ControllerConfig)
@@ -156,7 +156,7 @@ class WireRun:
         self.check.frame(ts_ns, buf, vlan)
 
     def print(self, as_json: bool, out=None) -> None:
-        from controller.config.scl.wire import table
+        from goosectl.controller.config.scl.wire import table
 
         out = out or sys.stdout
         verdicts = self.check.verdicts()
@@ -175,7 +175,11 @@ def wire_check(scl_path: Path | None, config) -> WireRun | None:
     """The check to run: against `--scl`, else the config's subscriptions (then only the
     ones never seen are reported: a configured stream that never came is not silent).
     None when there is nothing to expect."""
-    from controller.config.scl.wire import WireCheck, expected_from_config, expected_from_scl
+    from goosectl.controller.config.scl.wire import (
+        WireCheck,
+        expected_from_config,
+        expected_from_scl,
+    )
 
     if scl_path is not None:
         return WireRun(WireCheck(expected_from_scl(read(scl_path))), f"wire vs {scl_path}", True)

@@ -12,7 +12,7 @@ import logging
 import signal
 import threading
 
-from controller.cli import EXIT_OK, CommandError
+from goosectl.controller.cli import EXIT_OK, CommandError
 
 log = logging.getLogger(__package__)
 
@@ -83,8 +83,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def build_faults(args: argparse.Namespace):
-    from firmware_sim.faults import FaultConfig
-    from firmware_sim.shell import ShellFaults
+    from goosectl.firmware_sim.faults import FaultConfig
+    from goosectl.firmware_sim.shell import ShellFaults
 
     try:
         line = FaultConfig(args.corrupt, args.drop, args.delay, args.jitter, args.split)
@@ -101,7 +101,7 @@ def build_faults(args: argparse.Namespace):
 
 
 def board_config(args: argparse.Namespace) -> dict:
-    from protocols.serial.messages import CONFIG_PARAMS, ConfigParam
+    from goosectl.protocols.serial.messages import CONFIG_PARAMS, ConfigParam
 
     breaker: dict[str, int] = {}
     spring: dict[str, int] = {}
@@ -123,10 +123,10 @@ def board_config(args: argparse.Namespace) -> dict:
 
 
 def cmd_sim(args: argparse.Namespace) -> int:
-    from firmware_sim.core import Firmware
-    from firmware_sim.shell import DeviceShell
-    from firmware_sim.transport import PtyTransport, SerialTransport, TcpTransport
-    from protocols.serial.port import PortError
+    from goosectl.firmware_sim.core import Firmware
+    from goosectl.firmware_sim.shell import DeviceShell
+    from goosectl.firmware_sim.transport import PtyTransport, SerialTransport, TcpTransport
+    from goosectl.protocols.serial.port import PortError
 
     faults = build_faults(args)
     config = board_config(args)

@@ -8,10 +8,10 @@ import argparse
 import json
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, CommandError
-from controller.goose.effects import LgosView
-from controller.report.bay_report import lgos_lines
-from controller.shell.control import ControlUnavailable, default_path, request
+from goosectl.controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.goose.effects import LgosView
+from goosectl.controller.report.bay_report import lgos_lines
+from goosectl.controller.shell.control import ControlUnavailable, default_path, request
 
 
 def register(sub: argparse._SubParsersAction) -> None:

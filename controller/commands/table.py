@@ -9,12 +9,12 @@ import logging
 import sys
 from pathlib import Path
 
-from controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
-from controller.engine import RejectedEvent, Scheduler, Table, TableError
-from controller.engine.diagram import FORMATS
-from controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
-from controller.engine.machine import Step
-from controller.shell.journal_store import open_journal
+from goosectl.controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
+from goosectl.controller.engine import RejectedEvent, Scheduler, Table, TableError
+from goosectl.controller.engine.diagram import FORMATS
+from goosectl.controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
+from goosectl.controller.engine.machine import Step
+from goosectl.controller.shell.journal_store import open_journal
 
 log = logging.getLogger(__package__)
 
@@ -110,7 +110,7 @@ def _load(args: argparse.Namespace) -> Table:
     except TableError as exc:
         if exc.findings and all(f.code in ("io", "encoding", "format") for f in exc.findings):
             # unreadable, or not a document at all: a wrong file, not findings in a table
-            from controller.commands.config import sniff
+            from goosectl.controller.commands.config import sniff
 
             sniff(path)  # names what the file is when it can tell (a capture, a journal)
             raise CommandError(f"{path}: {exc.findings[0].reason}") from None
@@ -121,7 +121,7 @@ def _load(args: argparse.Namespace) -> Table:
 
 def _is_procedure(path: Path) -> bool:
     """A procedure file (steps:) given to `table`: checked and drawn as a procedure."""
-    from controller.commands.config import sniff
+    from goosectl.controller.commands.config import sniff
 
     try:
         kind, _ = sniff(path)
@@ -132,7 +132,7 @@ def _is_procedure(path: Path) -> bool:
 
 def cmd_check(args: argparse.Namespace) -> int:
     if _is_procedure(args.file):
-        from controller.commands.config import check_procedure
+        from goosectl.controller.commands.config import check_procedure
 
         print(
             f"{args.file}: ok: {check_procedure(args.file)} "
@@ -151,7 +151,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
 def cmd_render(args: argparse.Namespace) -> int:
     if _is_procedure(args.file):
-        from controller.agent.procedure import load_procedure
+        from goosectl.controller.agent.procedure import load_procedure
 
         spec = load_procedure(args.file).table.spec  # its workflow on the engine
     else:

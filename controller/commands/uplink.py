@@ -9,13 +9,13 @@ import signal
 from pathlib import Path
 from types import FrameType
 
-from controller.cli import CommandError
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.shell.control import default_path
+from goosectl.controller.cli import CommandError
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.shell.control import default_path
 
-log = logging.getLogger("controller.fleet")
+log = logging.getLogger("goosectl.controller.fleet")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,9 +45,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.config.uplink import UplinkCfg
-    from controller.fleet.mqtt import BrokerError
-    from controller.fleet.uplink import Uplink
+    from goosectl.controller.config.uplink import UplinkCfg
+    from goosectl.controller.fleet.mqtt import BrokerError
+    from goosectl.controller.fleet.uplink import Uplink
 
     try:
         cfg = load_config(args.config, ControllerConfig)

@@ -9,8 +9,8 @@ import signal
 import sys
 from pathlib import Path
 
-from controller.cli import CommandError
-from controller.shell.control import default_path
+from goosectl.controller.cli import CommandError
+from goosectl.controller.shell.control import default_path
 
 DEFAULT_BIND = "127.0.0.1:8061"
 
@@ -58,9 +58,9 @@ def parse_bind(text: str) -> tuple[str, int]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from controller.web.auth import Sessions, TokenFileError, load_tokens
-    from controller.web.server import WebServer, is_loopback, tls_context
-    from controller.web.source import Controller
+    from goosectl.controller.web.auth import Sessions, TokenFileError, load_tokens
+    from goosectl.controller.web.server import WebServer, is_loopback, tls_context
+    from goosectl.controller.web.source import Controller
 
     host, port = parse_bind(args.bind)
     if (args.tls_cert is None) != (args.tls_key is None):
@@ -83,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     journal = args.journal or (args.state / "bay.sqlite" if args.state else None)
     fleet = None
     if args.fleet_db is not None:
-        from controller.web.fleet import FleetError, store_path
+        from goosectl.controller.web.fleet import FleetError, store_path
 
         if args.control or args.state or args.journal:
             raise CommandError("--fleet-db reads the fleet's store: no --control/--state/--journal")

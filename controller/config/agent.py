@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import Field
 
-from controller.config.base import Cfg
+from goosectl.controller.config.base import Cfg
 
 
 class AgentCfg(Cfg):

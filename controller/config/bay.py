@@ -16,18 +16,18 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from controller.config.agent import AgentCfg
-from controller.config.base import Cfg
-from controller.config.control import ControlCfg
-from controller.config.goose import GooseConfig
-from controller.config.link import DeviceLimits
-from controller.config.uplink import UplinkCfg
-from controller.engine.resources import shipped
+from goosectl.controller.config.agent import AgentCfg
+from goosectl.controller.config.base import Cfg
+from goosectl.controller.config.control import ControlCfg
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.link import DeviceLimits
+from goosectl.controller.config.uplink import UplinkCfg
+from goosectl.controller.engine.resources import shipped
 
 #: The logic's tables (a config's `logic.table` defaults to the bay table there).
-TABLES = shipped("controller.logic", "tables")
+TABLES = shipped("goosectl.controller.logic", "tables")
 #: The bay the demo, `goosectl bench` and the examples use (examples/controller/bay1.yaml).
-DEFAULT_CONFIG = shipped("controller.config", "defaults", "bay1.yaml")
+DEFAULT_CONFIG = shipped("goosectl.controller.config", "defaults", "bay1.yaml")
 
 #: Where a published member's value comes from (see `controller/logic/mapping.py`).
 MemberSource = Literal["position", "quality", "t", "now", "trip", "bf_trip", "true", "false"]

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from pydantic import Field
 
-from controller.config.base import Cfg
+from goosectl.controller.config.base import Cfg
 
 
 class ControlCfg(Cfg):

@@ -12,10 +12,10 @@ from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from controller.config.base import Cfg
-from controller.config.prp import PrpCfg
-from protocols.ethernet.mac import MacError, parse_mac
-from protocols.ethernet.ring import RingSpec, RingSpecError
+from goosectl.controller.config.base import Cfg
+from goosectl.controller.config.prp import PrpCfg
+from goosectl.protocols.ethernet.mac import MacError, parse_mac
+from goosectl.protocols.ethernet.ring import RingSpec, RingSpecError
 
 
 def _int_any(v: Any) -> Any:

@@ -29,11 +29,11 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field, model_validator
 
-from controller.config.base import Cfg
-from controller.config.validate import ConfigError, validate_data
-from controller.engine.findings import TableError
-from controller.engine.loader import read_document
-from protocols.goose.security import ALGORITHMS, CIPHERS, MacKey
+from goosectl.controller.config.base import Cfg
+from goosectl.controller.config.validate import ConfigError, validate_data
+from goosectl.controller.engine.findings import TableError
+from goosectl.controller.engine.loader import read_document
+from goosectl.protocols.goose.security import ALGORITHMS, CIPHERS, MacKey
 
 AlgorithmName = Literal[
     "hmac-sha256-80", "hmac-sha256-128", "hmac-sha256-256", "aes-gmac-128", "aes-128-gcm"

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from pydantic import Field, field_validator
 
-from controller.config.base import Cfg
-from protocols.serial import messages as m
+from goosectl.controller.config.base import Cfg
+from goosectl.protocols.serial import messages as m
 
 
 def check_config_param(param: int, value: int) -> m.ConfigParam:

@@ -21,13 +21,13 @@ from typing import TypeVar
 
 from pydantic import BaseModel
 
-from controller.config.bay import ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.config.scl.loader import SclConfigError, load_overlay, load_scl_config
-from controller.config.validate import ConfigError, validate_data
-from controller.engine.findings import TableError
-from controller.engine.loader import LineOf, read_document
-from protocols.scl import SCL_SUFFIXES
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.scl.loader import SclConfigError, load_overlay, load_scl_config
+from goosectl.controller.config.validate import ConfigError, validate_data
+from goosectl.controller.engine.findings import TableError
+from goosectl.controller.engine.loader import LineOf, read_document
+from goosectl.protocols.scl import SCL_SUFFIXES
 
 M = TypeVar("M", bound=BaseModel)
 

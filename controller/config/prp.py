@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from pydantic import Field, model_validator
 
-from controller.config.base import Cfg
+from goosectl.controller.config.base import Cfg
 
 PrpMode = Literal["off", "native", "kernel"]
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pydantic import Field, field_validator
 
-from controller.config.base import Cfg
+from goosectl.controller.config.base import Cfg
 
 #: A topic segment: no `/`, `.`, spaces or MQTT wildcards, since NATS maps `/` to `.` and
 #: refuses some characters in subjects, and a wildcard in a bay's name would widen its ACL.

@@ -10,7 +10,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from controller.engine.loader import LineOf, validation_findings
+from goosectl.controller.engine.loader import LineOf, validation_findings
 
 M = TypeVar("M", bound=BaseModel)
 

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.errors import CommandError
-from controller.report.bay_report import Timeline, percentiles, report_block
-from controller.shell.journal_store import open_journal
-from protocols.files import write_new
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.errors import CommandError
+from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.protocols.files import write_new
 
 IFACE = "net0"
 #: (seconds after start, what, value): the substation's side of the script
@@ -41,12 +41,12 @@ STUCK_AT = 3.8  # the breaker mechanism sticks (device fault) before the second 
 
 def peer(iface: str) -> int:
     """The substation: libiec61850 publishes the trip, goosectl publishes CILO and SCADA."""
-    from controller.config.goose import GooseConfig
-    from controller.demo.scenario import CILO, SCADA, publishers_config
-    from controller.goose.hub import GooseHub
-    from lab.iec61850_peer import Publisher
-    from protocols.ethernet.rawsock import RawSocket
-    from protocols.goose import Boolean
+    from goosectl.controller.config.goose import GooseConfig
+    from goosectl.controller.demo.scenario import CILO, SCADA, publishers_config
+    from goosectl.controller.goose.hub import GooseHub
+    from goosectl.lab.iec61850_peer import Publisher
+    from goosectl.protocols.ethernet.rawsock import RawSocket
+    from goosectl.protocols.goose import Boolean
 
     prot = Publisher(
         iface,
@@ -119,9 +119,9 @@ def run_live_demo(args: argparse.Namespace) -> int:
             "demo --live needs root (network namespaces and raw sockets): "
             "sudo .venv/bin/goosectl demo --live"
         )
-    from controller.logic.core import BayController
-    from controller.shell.live_bay import BayLive
-    from lab.netns import NetLab
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.shell.live_bay import BayLive
+    from goosectl.lab.netns import NetLab
 
     folder = args.out or Path(tempfile.mkdtemp(prefix="goosectl-demo-live-"))
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
@@ -147,7 +147,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
                     timeline.add(time.monotonic_ns(), e)
 
             live.on_effects = note
-            ied = sub.python_module("controller.demo.live", "peer", "--iface", IFACE)
+            ied = sub.python_module("goosectl.controller.demo.live", "peer", "--iface", IFACE)
             # the script's times count from the peer's start, and an interpreter can take a
             # second to start: the device's fault is timed from the peer's "ready", not ours
             out, err = ied.stdout, ied.stderr
@@ -185,9 +185,9 @@ class DeviceThread:
     polls of its loop, never racing it."""
 
     def __init__(self, spring_ms: int) -> None:
-        from firmware_sim.core import Firmware
-        from firmware_sim.shell import DeviceShell
-        from firmware_sim.transport import PtyTransport
+        from goosectl.firmware_sim.core import Firmware
+        from goosectl.firmware_sim.shell import DeviceShell
+        from goosectl.firmware_sim.transport import PtyTransport
 
         self.transport = PtyTransport()
         self.path = self.transport.path
@@ -223,7 +223,7 @@ class DeviceThread:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="python -m controller.demo.live")
+    p = argparse.ArgumentParser(prog="python -m goosectl.controller.demo.live")
     sub = p.add_subparsers(dest="cmd", required=True)
     pe = sub.add_parser("peer")
     pe.add_argument("--iface", required=True)

@@ -18,24 +18,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.demo.scenario import PROT, S, Scenario, build
-from controller.engine.effects import Notify
-from controller.engine.resources import shipped
-from controller.logic.core import BayController
-from controller.replay.bay_replay import Action, BayReplay
-from controller.report.bay_report import Timeline, percentiles, report_block
-from controller.shell.journal_clock import anchor as anchor_clock
-from controller.shell.journal_store import open_journal
-from firmware_sim.core import Firmware
-from protocols.files import write_new
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import PROT, S, Scenario, build
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.bay_replay import Action, BayReplay
+from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
+from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.files import write_new
 
 Progress = Callable[[float, str], None]
-PROCEDURES = shipped("controller.agent", "procedures")
+PROCEDURES = shipped("goosectl.controller.agent", "procedures")
 
 
 @dataclass
@@ -57,7 +57,7 @@ def make_wire(endpoint, fw: Firmware, t0: int, pty: bool):
     the replay builds its in-memory wire). `endpoint` is the bay or `AgentBay`."""
     if not pty:
         return None, lambda: None
-    from controller.demo.simulator import pty_wire
+    from goosectl.controller.demo.simulator import pty_wire
 
     return pty_wire(endpoint, fw, t0)
 
@@ -218,7 +218,7 @@ class Serving:
         import signal
         import time
 
-        from controller.shell.control import ControlServer, controller_ops, default_path
+        from goosectl.controller.shell.control import ControlServer, controller_ops, default_path
 
         self.wire = wire
         #: committed as time passes, as `run`'s loop does, so a reader (the page) sees rows

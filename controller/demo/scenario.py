@@ -42,12 +42,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.config.goose import GooseConfig
-from controller.config.keys import Key, KeyFile
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import (
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import Key, KeyFile
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import (
     BitString,
     Boolean,
     GooseFrame,
@@ -56,9 +56,16 @@ from protocols.goose import (
     decode_frame,
     parse_header,
 )
-from protocols.goose.frame import encode_frame
-from protocols.goose.header import S_BIT
-from protocols.goose.security import ALGORITHMS, DEFAULT_PROFILE, PROFILES, MacKey, parse, sign
+from goosectl.protocols.goose.frame import encode_frame
+from goosectl.protocols.goose.header import S_BIT
+from goosectl.protocols.goose.security import (
+    ALGORITHMS,
+    DEFAULT_PROFILE,
+    PROFILES,
+    MacKey,
+    parse,
+    sign,
+)
 
 S = 1_000_000_000
 MS = 1_000_000

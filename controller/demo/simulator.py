@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualPortPair
-from controller.shell.serial_link import SerialLink
-from firmware_sim.core import Firmware
-from firmware_sim.shell import DeviceShell
-from firmware_sim.transport import PtyTransport
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualPortPair
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.shell import DeviceShell
+from goosectl.firmware_sim.transport import PtyTransport
 
 
 def pty_wire(endpoint: BayController | Any, fw: Firmware, t0: int):

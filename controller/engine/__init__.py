@@ -11,15 +11,21 @@ sched.start(m, now_ns); sched.feed("bay1", "trip", now_ns, payload)  # runs unti
                                             # or RunawayError naming the loop
 """
 
-from controller.engine.effects import CancelTimer, Effect, Notify, Raise, StartTimer
-from controller.engine.findings import Finding, TableError
-from controller.engine.journal import Journal
-from controller.engine.machine import EngineError, Machine, RejectedEvent, RunawayError, Step
-from controller.engine.registry import Event, Registry
-from controller.engine.scheduler import Guard, Scheduler
-from controller.engine.spec import MachineSpec
-from controller.engine.table import Table
-from controller.engine.timers import TimerHeap, VirtualClock
+from goosectl.controller.engine.effects import CancelTimer, Effect, Notify, Raise, StartTimer
+from goosectl.controller.engine.findings import Finding, TableError
+from goosectl.controller.engine.journal import Journal
+from goosectl.controller.engine.machine import (
+    EngineError,
+    Machine,
+    RejectedEvent,
+    RunawayError,
+    Step,
+)
+from goosectl.controller.engine.registry import Event, Registry
+from goosectl.controller.engine.scheduler import Guard, Scheduler
+from goosectl.controller.engine.spec import MachineSpec
+from goosectl.controller.engine.table import Table
+from goosectl.controller.engine.timers import TimerHeap, VirtualClock
 
 __all__ = [
     "CancelTimer",

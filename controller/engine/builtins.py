@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.engine.effects import Notify, Raise
-from controller.engine.registry import Action, Ctx, Event, Guard, Registry
+from goosectl.controller.engine.effects import Notify, Raise
+from goosectl.controller.engine.registry import Action, Ctx, Event, Guard, Registry
 
 REGISTRY = Registry("builtins")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.engine.spec import RESERVED_FIELDS, FieldSpec
+from goosectl.controller.engine.spec import RESERVED_FIELDS, FieldSpec
 
 ReducerFn = Callable[[Any, Any], Any]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from controller.engine.spec import MachineSpec, TransitionSpec
-from controller.engine.validate import expand_sources
+from goosectl.controller.engine.spec import MachineSpec, TransitionSpec
+from goosectl.controller.engine.validate import expand_sources
 
 
 def _label(t: TransitionSpec, outcome: str | None = None) -> str:

@@ -49,8 +49,8 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple, Protocol
 
-from controller.engine.effects import Effect
-from controller.engine.machine import Machine, Step
+from goosectl.controller.engine.effects import Effect
+from goosectl.controller.engine.machine import Machine, Step
 
 Durability = Literal["sync", "group", "step", "memory"]
 
@@ -361,7 +361,7 @@ class Journal:
         elif not hasattr(store, "commit"):
             raise TypeError(
                 f"Journal({store!r}): a journal takes a store; a journal file is opened by "
-                "controller.shell.journal_store.open_journal"
+                "goosectl.controller.shell.journal_store.open_journal"
             )
         self.durability: Durability = durability
         self.store: Store = store

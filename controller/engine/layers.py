@@ -18,9 +18,9 @@ import itertools
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from controller.engine.machine import Machine
-from controller.engine.spec import MachineSpec
-from controller.engine.table import Table
+from goosectl.controller.engine.machine import Machine
+from goosectl.controller.engine.spec import MachineSpec
+from goosectl.controller.engine.table import Table
 
 STOPPED = "stopped"
 

@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from controller.engine.findings import Finding, TableError
-from controller.engine.spec import MachineSpec
+from goosectl.controller.engine.findings import Finding, TableError
+from goosectl.controller.engine.spec import MachineSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,21 +13,21 @@ from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
-from controller.engine.context import (
+from goosectl.controller.engine.context import (
     ContextError,
     apply_updates,
     initial_context,
     normalise_restored,
 )
-from controller.engine.effects import Effect, Raise, StartTimer
-from controller.engine.registry import Event
+from goosectl.controller.engine.effects import Effect, Raise, StartTimer
+from goosectl.controller.engine.registry import Event
 
 #: `Event(name, payload, time)` without the Python-level `__new__` a NamedTuple has (one
 #: interpreted frame per dispatch saved): the tuple built in C, the same object
 _event = tuple.__new__
 
 if TYPE_CHECKING:
-    from controller.engine.table import DynTimer, Row, Table
+    from goosectl.controller.engine.table import DynTimer, Row, Table
 
 NS_PER_MS = 1_000_000
 #: Events raised by actions within one dispatch; more means the table loops on itself.

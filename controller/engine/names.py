@@ -24,10 +24,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, ClassVar
 
-from controller.engine.findings import Finding
+from goosectl.controller.engine.findings import Finding
 
 if TYPE_CHECKING:
-    from controller.engine.spec import MachineSpec
+    from goosectl.controller.engine.spec import MachineSpec
 
 
 class TableNames:

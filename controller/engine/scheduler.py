@@ -34,11 +34,11 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller.engine.effects import TIMER_EFFECTS, Effect
-from controller.engine.journal import Journal
-from controller.engine.machine import Machine, RunawayError, Step
-from controller.engine.table import Table
-from controller.engine.timers import TimerHeap
+from goosectl.controller.engine.effects import TIMER_EFFECTS, Effect
+from goosectl.controller.engine.journal import Journal
+from goosectl.controller.engine.machine import Machine, RunawayError, Step
+from goosectl.controller.engine.table import Table
+from goosectl.controller.engine.timers import TimerHeap
 
 #: (machine, effect, now_ns); a handler is keyed by its effect's exact type and gets only
 #: that type, which a dict cannot say: the effect is typed Any here

@@ -11,18 +11,24 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from controller.engine import builtins
-from controller.engine.context import REDUCERS, ReducerFn
-from controller.engine.effects import CancelTimer, StartTimer
-from controller.engine.findings import Finding, TableError
-from controller.engine.loader import DEFAULT_LIMITS, LineOf, LoaderLimits, load_spec
-from controller.engine.names import TableNames, check_names
-from controller.engine.registry import Action, Guard, Registry, Router, load_registry_module
-from controller.engine.spec import MachineSpec, TimerSpec, TransitionSpec
-from controller.engine.validate import Bound, check, expand_sources
+from goosectl.controller.engine import builtins
+from goosectl.controller.engine.context import REDUCERS, ReducerFn
+from goosectl.controller.engine.effects import CancelTimer, StartTimer
+from goosectl.controller.engine.findings import Finding, TableError
+from goosectl.controller.engine.loader import DEFAULT_LIMITS, LineOf, LoaderLimits, load_spec
+from goosectl.controller.engine.names import TableNames, check_names
+from goosectl.controller.engine.registry import (
+    Action,
+    Guard,
+    Registry,
+    Router,
+    load_registry_module,
+)
+from goosectl.controller.engine.spec import MachineSpec, TimerSpec, TransitionSpec
+from goosectl.controller.engine.validate import Bound, check, expand_sources
 
 if TYPE_CHECKING:
-    from controller.engine.machine import Machine
+    from goosectl.controller.engine.machine import Machine
 
 NS_PER_MS = 1_000_000
 
@@ -242,7 +248,7 @@ class Table:
         )
 
     def new(self, machine_id: str | None = None, **context: Any) -> Machine:
-        from controller.engine.machine import Machine  # machine.py imports this module
+        from goosectl.controller.engine.machine import Machine  # machine.py imports this module
 
         return Machine(self, machine_id or self.name, context)
 

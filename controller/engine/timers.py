@@ -12,7 +12,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from controller.engine.effects import CancelTimer, Effect, StartTimer
+from goosectl.controller.engine.effects import CancelTimer, Effect, StartTimer
 
 
 @dataclass(frozen=True, slots=True)

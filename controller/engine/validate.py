@@ -11,10 +11,10 @@ from collections import defaultdict, deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from controller.engine.findings import Finding
-from controller.engine.loader import LineOf
-from controller.engine.registry import Registry
-from controller.engine.spec import RESERVED_FIELDS, CallRef, MachineSpec
+from goosectl.controller.engine.findings import Finding
+from goosectl.controller.engine.loader import LineOf
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.engine.spec import RESERVED_FIELDS, CallRef, MachineSpec
 
 Raw = tuple[tuple[Any, ...], str, str, str]  # (key path, item, reason, code)
 Bound = dict[tuple[str, str], Callable[..., Any]]  # (kind, label) -> callable

@@ -24,9 +24,9 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from controller.fleet import topics
-from controller.fleet.mqtt import Broker, make_client, parse_broker
-from controller.fleet.store import Store
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.mqtt import Broker, make_client, parse_broker
+from goosectl.controller.fleet.store import Store
 
 log = logging.getLogger(__package__)
 

@@ -21,12 +21,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
-from controller.fleet import remote
-from controller.fleet.cluster import NatsCluster
-from controller.fleet.collector import Collector
-from controller.fleet.store import Store
-from controller.fleet.view import fleet_rows, table
-from controller.shell.control import request
+from goosectl.controller.fleet import remote
+from goosectl.controller.fleet.cluster import NatsCluster
+from goosectl.controller.fleet.collector import Collector
+from goosectl.controller.fleet.store import Store
+from goosectl.controller.fleet.view import fleet_rows, table
+from goosectl.controller.shell.control import request
 
 SITE = "demo"
 PROCEDURES = {
@@ -58,7 +58,7 @@ steps:
 
 
 def _goosectl(*args: str) -> list[str]:
-    return [sys.executable, "-m", "controller", *args]
+    return [sys.executable, "-m", "goosectl", *args]
 
 
 class DemoBay:

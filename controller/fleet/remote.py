@@ -32,8 +32,8 @@ from collections import Counter, OrderedDict
 from pathlib import Path
 from typing import Any
 
-from controller.fleet import topics
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller.fleet import topics
+from goosectl.controller.shell.control import ControlUnavailable, request
 
 ROLES = {"VIEWER": {"status"}, "OPERATOR": {"status", "run", "confirm", "abort"}}
 OPS = ("status", "run", "confirm", "abort")
@@ -212,7 +212,7 @@ def call(
     import threading
     import uuid
 
-    from controller.fleet.mqtt import make_client, parse_broker
+    from goosectl.controller.fleet.mqtt import make_client, parse_broker
 
     corr = req.get("corr") or uuid.uuid4().hex
     body = {"schema": topics.SCHEMA, **req, "corr": corr}

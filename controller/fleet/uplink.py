@@ -37,13 +37,18 @@ from typing import Any
 
 import paho.mqtt.client as paho
 
-from controller import __version__
-from controller.config.uplink import UplinkCfg
-from controller.fleet import topics
-from controller.fleet.mqtt import Broker, make_client, parse_broker
-from controller.fleet.remote import RemoteCommands
-from controller.fleet.source import CHECKPOINT, JournalReader, load_checkpoint, save_checkpoint
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller import __version__
+from goosectl.controller.config.uplink import UplinkCfg
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.mqtt import Broker, make_client, parse_broker
+from goosectl.controller.fleet.remote import RemoteCommands
+from goosectl.controller.fleet.source import (
+    CHECKPOINT,
+    JournalReader,
+    load_checkpoint,
+    save_checkpoint,
+)
+from goosectl.controller.shell.control import ControlUnavailable, request
 
 log = logging.getLogger(__package__)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from controller.fleet.store import Store
+from goosectl.controller.fleet.store import Store
 
 #: no `state` for this long (the uplink sends one at least every 10 s): stale
 STALE_S = 25.0

@@ -29,18 +29,18 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-from controller.config.goose import SubscriptionCfg
-from controller.config.keys import Key, KeyFile
-from controller.engine import Scheduler, Table
-from controller.engine.effects import Effect
-from controller.engine.registry import Registry
-from controller.engine.resources import shipped
-from controller.goose.fastpath import stream_key
-from protocols.goose import GooseError
-from protocols.goose.security import DEFAULT_PROFILE, PROFILES, HeaderProfile, parse, sign
+from goosectl.controller.config.goose import SubscriptionCfg
+from goosectl.controller.config.keys import Key, KeyFile
+from goosectl.controller.engine import Scheduler, Table
+from goosectl.controller.engine.effects import Effect
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.goose.fastpath import stream_key
+from goosectl.protocols.goose import GooseError
+from goosectl.protocols.goose.security import DEFAULT_PROFILE, PROFILES, HeaderProfile, parse, sign
 
 REGISTRY = Registry("goose-auth")
-TABLE_PATH = shipped("controller.goose", "tables", "auth.yaml")
+TABLE_PATH = shipped("goosectl.controller.goose", "tables", "auth.yaml")
 POLICIES = ("off", "optional", "required")
 #: refusal reason -> what it means (counted per reason, shown in `status` and the LGOS view)
 REASONS: dict[str, str] = {

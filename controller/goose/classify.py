@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from protocols.goose import data_shape
+from goosectl.protocols.goose import data_shape
 
 U32 = 1 << 32
 HALF = 1 << 31

@@ -16,7 +16,7 @@ on its stream machine) is `subscriber.py`'s business.
 
 from __future__ import annotations
 
-from protocols.goose import GooseHeader, UtcTime, Vlan
+from goosectl.protocols.goose import GooseHeader, UtcTime, Vlan
 
 TPID = b"\x81\x00"
 

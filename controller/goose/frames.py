@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controller.goose.classify import Verdict
-from controller.goose.fastpath import Facts
+from goosectl.controller.goose.classify import Verdict
+from goosectl.controller.goose.fastpath import Facts
 
 
 class FrameIn:

@@ -14,21 +14,21 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile
-from controller.engine import Journal, Scheduler
-from controller.goose.auth import AuthGate, Signer
-from controller.goose.effects import (
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.engine import Journal, Scheduler
+from goosectl.controller.goose.auth import AuthGate, Signer
+from goosectl.controller.goose.effects import (
     FrameClassified,
     LgosChanged,
     SendFrame,
     StreamState,
     Transmit,
 )
-from controller.goose.publisher import STATUS_FIELDS, Publisher, load_table
-from controller.goose.subscriber import SubscriberBank
-from protocols.goose import Vlan
-from protocols.goose.security import PROFILES
+from goosectl.controller.goose.publisher import STATUS_FIELDS, Publisher, load_table
+from goosectl.controller.goose.subscriber import SubscriberBank
+from goosectl.protocols.goose import Vlan
+from goosectl.protocols.goose.security import PROFILES
 
 Report = Callable[[Any], None]
 

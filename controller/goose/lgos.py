@@ -7,10 +7,10 @@ RxConfRevNum, NdsCom) at the moment it is built, so those need no dispatch per f
 
 from __future__ import annotations
 
-from controller.engine.effects import Alarm
-from controller.engine.registry import Registry
-from controller.goose.effects import LgosChanged
-from protocols.ethernet.mac import format_mac
+from goosectl.controller.engine.effects import Alarm
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.goose.effects import LgosChanged
+from goosectl.protocols.ethernet.mac import format_mac
 
 REGISTRY = Registry("goose-lgos")
 

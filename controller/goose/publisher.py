@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from functools import cache
 
-from controller.config.goose import PublisherCfg
-from controller.engine import Table
-from controller.engine.names import Fields
-from controller.engine.resources import shipped
-from controller.goose.effects import SendFrame, Transmit
-from protocols.goose import (
+from goosectl.controller.config.goose import PublisherCfg
+from goosectl.controller.engine import Table
+from goosectl.controller.engine.names import Fields
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.goose.effects import SendFrame, Transmit
+from goosectl.protocols.goose import (
     FrameTemplate,
     GooseFrame,
     UtcTime,
@@ -18,7 +18,7 @@ from protocols.goose import (
     time_quality,
 )
 
-TABLE_PATH = shipped("controller.goose", "tables", "publisher.yaml")
+TABLE_PATH = shipped("goosectl.controller.goose", "tables", "publisher.yaml")
 S_BIT = 0x8000
 #: Time quality of `t` until the shell says what the host clock is worth (`goosectl run`
 #: reads adjtimex): in a replay or the demo, `t` is the capture's virtual time, which no

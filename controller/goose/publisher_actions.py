@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from bisect import bisect_right
 
-from controller.engine.effects import Alarm, Raise, StartTimer
-from controller.engine.registry import Registry
-from controller.goose.effects import PublisherSides, Transmit
-from controller.goose.schedule import interval_ms, tal_ms
-from protocols.goose import data_shape, encode_all_data
+from goosectl.controller.engine.effects import Alarm, Raise, StartTimer
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.goose.effects import PublisherSides, Transmit
+from goosectl.controller.goose.schedule import interval_ms, tal_ms
+from goosectl.protocols.goose import data_shape, encode_all_data
 
 REGISTRY = Registry("goose-publisher")
 

@@ -24,13 +24,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from controller.config.goose import SubscriptionCfg
-from controller.config.keys import KeyFile
-from controller.goose.auth import UNSIGNED, Verdict, in_force
-from protocols.goose import GooseError, parse_header
-from protocols.rgoose import PORT, Apdu, BadSpdu, Spdu, SpduRefused, decode, open_spdu
-from protocols.rgoose.spdu import frame_of_apdu, unverified_apdus
-from protocols.rgoose.udp import Datagram, datagram
+from goosectl.controller.config.goose import SubscriptionCfg
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.goose.auth import UNSIGNED, Verdict, in_force
+from goosectl.protocols.goose import GooseError, parse_header
+from goosectl.protocols.rgoose import PORT, Apdu, BadSpdu, Spdu, SpduRefused, decode, open_spdu
+from goosectl.protocols.rgoose.spdu import frame_of_apdu, unverified_apdus
+from goosectl.protocols.rgoose.udp import Datagram, datagram
 
 #: the destination MAC of a frame made from an APDU of no configured subscription
 DEFAULT_DST: Final = bytes.fromhex("010ccd010000")

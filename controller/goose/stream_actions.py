@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from controller.engine.effects import Alarm, Raise, StartTimer
-from controller.engine.registry import Registry
-from controller.goose.classify import (
+from goosectl.controller.engine.effects import Alarm, Raise, StartTimer
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.goose.classify import (
     QUALITIES,
     REARMS_TAL,
     Verdict,
@@ -12,9 +12,9 @@ from controller.goose.classify import (
     shape_fits,
     shape_of,
 )
-from controller.goose.effects import FrameClassified, StreamState
-from controller.goose.gate import refusal
-from protocols.goose import GooseError
+from goosectl.controller.goose.effects import FrameClassified, StreamState
+from goosectl.controller.goose.gate import refusal
+from goosectl.protocols.goose import GooseError
 
 REGISTRY = Registry("goose-stream")
 

@@ -38,19 +38,19 @@ from collections import Counter, OrderedDict
 from functools import cache
 from typing import Any, NamedTuple
 
-from controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
-from controller.engine import Scheduler, Table
-from controller.engine.resources import shipped
-from controller.goose.auth import AuthGate
-from controller.goose.classify import REARMS_TAL
-from controller.goose.effects import FrameClassified, LgosView, StreamState
-from controller.goose.fastpath import Facts, Memory, stream_key
-from controller.goose.frames import FrameIn
-from controller.goose.gate import is_simulated
-from protocols.ethernet.mac import format_mac
-from protocols.goose import GooseError, Vlan, decode_all_data, parse_header
+from goosectl.controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
+from goosectl.controller.engine import Scheduler, Table
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.goose.auth import AuthGate
+from goosectl.controller.goose.classify import REARMS_TAL
+from goosectl.controller.goose.effects import FrameClassified, LgosView, StreamState
+from goosectl.controller.goose.fastpath import Facts, Memory, stream_key
+from goosectl.controller.goose.frames import FrameIn
+from goosectl.controller.goose.gate import is_simulated
+from goosectl.protocols.ethernet.mac import format_mac
+from goosectl.protocols.goose import GooseError, Vlan, decode_all_data, parse_header
 
-TABLES = shipped("controller.goose", "tables")
+TABLES = shipped("goosectl.controller.goose", "tables")
 
 
 class Judged(NamedTuple):

@@ -5,6 +5,6 @@ No clock, no I/O: `controller.shell.serial_link` is the shell that owns the port
 settings, `LinkConfig`, are a model of `controller.config.link`.
 """
 
-from controller.link.core import COMMANDS, LinkCore, LinkEvent
+from goosectl.controller.link.core import COMMANDS, LinkCore, LinkEvent
 
 __all__ = ["COMMANDS", "LinkCore", "LinkEvent"]

@@ -20,19 +20,19 @@ from __future__ import annotations
 from functools import cache
 from typing import Any
 
-from controller.config.link import LinkConfig
-from controller.config.link import check_config_param as _check_config
-from controller.engine import Table
-from controller.engine.names import Fields, States
-from controller.engine.resources import shipped
-from controller.engine.scheduler import Scheduler
-from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
-from controller.link.registry import COMMANDS, build
-from protocols.serial import messages as m
-from protocols.serial.errors import LinkProtocolError
-from protocols.serial.stream import StreamDecoder
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.config.link import check_config_param as _check_config
+from goosectl.controller.engine import Table
+from goosectl.controller.engine.names import Fields, States
+from goosectl.controller.engine.resources import shipped
+from goosectl.controller.engine.scheduler import Scheduler
+from goosectl.controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
+from goosectl.controller.link.registry import COMMANDS, build
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.errors import LinkProtocolError
+from goosectl.protocols.serial.stream import StreamDecoder
 
-HERE = shipped("controller.link")
+HERE = shipped("goosectl.controller.link")
 
 
 class LinkStates(States):

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from controller.engine.effects import Raise, StartTimer
-from controller.engine.registry import Registry
-from controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
-from protocols.serial import messages as m
-from protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
-from protocols.serial.stream import frame
+from goosectl.controller.engine.effects import Raise, StartTimer
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.sequence import HALF, SEQ_MASK, seq_newer, seq_next
+from goosectl.protocols.serial.stream import frame
 
 REGISTRY = Registry("controller.link")
 MS = 1_000_000

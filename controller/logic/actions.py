@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.engine.effects import Alarm, Notify
-from controller.engine.registry import Ctx, Event, Registry
-from controller.logic.effects import DeviceCommand, PublishTopic
+from goosectl.controller.engine.effects import Alarm, Notify
+from goosectl.controller.engine.registry import Ctx, Event, Registry
+from goosectl.controller.logic.effects import DeviceCommand, PublishTopic
 
 REGISTRY = Registry("bay")
 

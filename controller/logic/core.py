@@ -24,21 +24,21 @@ from collections.abc import Callable
 from functools import cache
 from typing import Any
 
-from controller.config.bay import MODES, TABLES, ControllerConfig
-from controller.config.keys import KeyFile
-from controller.config.link import DeviceLimits, LinkConfig
-from controller.engine import Journal, Scheduler, Table
-from controller.engine.machine import Machine
-from controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
-from controller.goose.hub import GooseHub
-from controller.link.core import LinkCore
-from controller.link.effects import LinkEvent
-from controller.logic.effects import (
+from goosectl.controller.config.bay import MODES, TABLES, ControllerConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.config.link import DeviceLimits, LinkConfig
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.engine.machine import Machine
+from goosectl.controller.goose.effects import FrameClassified, LgosView, SendFrame, StreamState
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.link.core import LinkCore
+from goosectl.controller.link.effects import LinkEvent
+from goosectl.controller.logic.effects import (
     DeviceCommand,
     InputChanged,
     PublishTopic,
 )
-from controller.logic.mapping import (
+from goosectl.controller.logic.mapping import (
     CONFLICT,
     CONFLICT_DELIVERS,
     NO_DATA,
@@ -47,8 +47,8 @@ from controller.logic.mapping import (
     publication_values,
     reason_of,
 )
-from controller.logic.mode_actions import MODE_OF, STATE_OF, TEST_STATES, WITHHOLDING
-from protocols.goose import Dbpos, Vlan
+from goosectl.controller.logic.mode_actions import MODE_OF, STATE_OF, TEST_STATES, WITHHOLDING
+from goosectl.protocols.goose import Dbpos, Vlan
 
 BAY = "bay"
 MODE = "mode"

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.engine.registry import Registry
-from controller.logic.effects import InputChanged
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.logic.effects import InputChanged
 
 REGISTRY = Registry("bay-input")
 

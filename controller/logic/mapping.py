@@ -15,10 +15,10 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from controller.config.bay import ControllerConfig, InputMap, PublicationMap
-from controller.goose.effects import StreamState
-from controller.logic.effects import InputChanged
-from protocols.goose import (
+from goosectl.controller.config.bay import ControllerConfig, InputMap, PublicationMap
+from goosectl.controller.goose.effects import StreamState
+from goosectl.controller.logic.effects import InputChanged
+from goosectl.protocols.goose import (
     BitString,
     Boolean,
     Data,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controller.engine.registry import Registry
-from controller.logic.effects import CommandWithheld, ModeChanged
+from goosectl.controller.engine.registry import Registry
+from goosectl.controller.logic.effects import CommandWithheld, ModeChanged
 
 REGISTRY = Registry("controller-mode")
 

@@ -2,7 +2,7 @@
 table, the IEC 62439-3 MIB counters and alarms. The bytes are `protocols.prp`; the
 sockets are the shell's (`controller.shell.prp_live`)."""
 
-from controller.prp.lre import (
+from goosectl.controller.prp.lre import (
     COUNTERS,
     Alarm,
     Lre,

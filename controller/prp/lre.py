@@ -37,8 +37,8 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
 
-from protocols.ethernet.mac import format_mac
-from protocols.prp import (
+from goosectl.protocols.ethernet.mac import format_mac
+from goosectl.protocols.prp import (
     LAN_A,
     LAN_B,
     RCT_LEN,
@@ -50,7 +50,7 @@ from protocols.prp import (
     parse_supervision,
     read_rct,
 )
-from protocols.prp.rct import ETH_HLEN
+from goosectl.protocols.prp.rct import ETH_HLEN
 
 ENTRY_FORGET_NS = 400_000_000
 LIFE_CHECK_NS = 2_000_000_000

@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from controller.logic.core import BayController
-from controller.logic.effects import DeviceCommand
-from controller.replay.virtual_wire import Endpoint, VirtualWire
-from protocols.ethernet.pcap import PcapWriter
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.effects import DeviceCommand
+from goosectl.controller.replay.virtual_wire import Endpoint, VirtualWire
+from goosectl.protocols.ethernet.pcap import PcapWriter
 
 Report = Callable[[int, Any], None]
 Action = Callable[[int], object]  # called with the virtual time; what it returns is ignored

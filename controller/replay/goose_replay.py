@@ -16,12 +16,12 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from controller.goose.rgoose import RgooseReceiver, feed, spdu_datagram
-from controller.replay.capture_clock import CaptureClock
-from protocols.ethernet.pcap import PcapWriter, read_capture
-from protocols.goose import is_goose
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.rgoose import RgooseReceiver, feed, spdu_datagram
+from goosectl.controller.replay.capture_clock import CaptureClock
+from goosectl.protocols.ethernet.pcap import PcapWriter, read_capture
+from goosectl.protocols.goose import is_goose
 
 LINKTYPE_ETHERNET = 1
 #: Replay time between two loops over one capture.

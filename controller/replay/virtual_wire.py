@@ -17,7 +17,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Protocol
 
-from controller.engine.scheduler import Guard
+from goosectl.controller.engine.scheduler import Guard
 
 
 class Endpoint(Protocol):

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from protocols.goose import GooseError, decode_frame, encode_frame, is_goose
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose import GooseError, decode_frame, encode_frame, is_goose
+from goosectl.protocols.goose.utctime import UtcTime
 
 _U32_MAX = 0xFFFFFFFF
 _MAX_T_NS = (1 << 32) * 1_000_000_000

@@ -21,7 +21,7 @@ import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.goose.effects import FrameClassified
+from goosectl.controller.goose.effects import FrameClassified
 
 #: classes of an ordinary stream (bay_report's timeline skips the same ones)
 NORMAL_CLASSES = frozenset({"first", "new_state", "retransmission"})

@@ -9,22 +9,28 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from controller.agent.effects import Respond, RunTool
-from controller.display import printable
-from controller.engine.effects import Alarm, Notify
-from controller.goose.auth import REASONS as AUTH_REASONS
-from controller.goose.effects import FrameClassified, LgosView, PublisherSides, RxDrops, StreamState
-from controller.goose.gate import ERR_TEXT
-from controller.link.effects import LinkEvent
-from controller.logic.core import BayStep
-from controller.logic.effects import (
+from goosectl.controller.agent.effects import Respond, RunTool
+from goosectl.controller.display import printable
+from goosectl.controller.engine.effects import Alarm, Notify
+from goosectl.controller.goose.auth import REASONS as AUTH_REASONS
+from goosectl.controller.goose.effects import (
+    FrameClassified,
+    LgosView,
+    PublisherSides,
+    RxDrops,
+    StreamState,
+)
+from goosectl.controller.goose.gate import ERR_TEXT
+from goosectl.controller.link.effects import LinkEvent
+from goosectl.controller.logic.core import BayStep
+from goosectl.controller.logic.effects import (
     CommandWithheld,
     DeviceCommand,
     InputChanged,
     ModeChanged,
     PublishTopic,
 )
-from controller.report.anomalies import NORMAL_CLASSES
+from goosectl.controller.report.anomalies import NORMAL_CLASSES
 
 
 def _refusal_text(code: str) -> str:

@@ -18,14 +18,14 @@ import sys
 from collections.abc import Callable
 from typing import Any, TextIO
 
-from controller.display import printable
-from controller.engine.effects import Alarm, Notify
-from controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
-from controller.goose.gate import ERR_TEXT
-from controller.goose.hub import GooseHub
-from controller.replay.capture_clock import TimeJump
-from controller.report.anomalies import NO_STREAM, Anomalies, utc_text
-from protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
+from goosectl.controller.display import printable
+from goosectl.controller.engine.effects import Alarm, Notify
+from goosectl.controller.goose.effects import FrameClassified, LgosView, PublisherSides, StreamState
+from goosectl.controller.goose.gate import ERR_TEXT
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.replay.capture_clock import TimeJump
+from goosectl.controller.report.anomalies import NO_STREAM, Anomalies, utc_text
+from goosectl.protocols.goose import GooseError, Vlan, decode_frame, frame_to_json
 
 log = logging.getLogger(__package__)
 

@@ -10,7 +10,7 @@ import math
 from pathlib import Path
 from xml.sax.saxutils import escape
 
-from protocols.files import write_new
+from goosectl.protocols.files import write_new
 
 COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
 W, H, LEFT, BOTTOM, TOP = 900, 420, 70, 60, 30

@@ -12,9 +12,9 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from controller.report.goose_report import Reporter
-from protocols.goose import Vlan
-from protocols.prp import Rct, parse_rct
+from goosectl.controller.report.goose_report import Reporter
+from goosectl.protocols.goose import Vlan
+from goosectl.protocols.prp import Rct, parse_rct
 
 
 def trailer_fields(rct: Rct, wrong_lan: bool = False) -> dict[str, Any]:

@@ -23,11 +23,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from controller import __version__
-from protocols.ethernet import bpf
-from protocols.ethernet.pcapng import InterfaceInfo, InterfaceStats, PcapngWriter
-from protocols.ethernet.rawsock import RawSocket, RingSpec, RxFrame
-from protocols.ethernet.vlan import VlanTag, insert_tag
+from goosectl.controller import __version__
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.pcapng import InterfaceInfo, InterfaceStats, PcapngWriter
+from goosectl.protocols.ethernet.rawsock import RawSocket, RingSpec, RxFrame
+from goosectl.protocols.ethernet.vlan import VlanTag, insert_tag
 
 #: `--filter`: the EtherTypes kept (None: every frame). PRP adds no EtherType to a data
 #: frame (its trailer sits at the end), so `prp` is GOOSE plus PRP supervision (0x88FB).

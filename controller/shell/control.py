@@ -26,9 +26,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from controller.config.control import ControlCfg
-from controller.shell.control_log import ControlLog
-from controller.shell.control_socket import (
+from goosectl.controller.config.control import ControlCfg
+from goosectl.controller.shell.control_log import ControlLog
+from goosectl.controller.shell.control_socket import (
     Peer,
     claim,
     default_path,

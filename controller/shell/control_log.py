@@ -17,13 +17,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from controller import logs
-from controller.engine import Journal, Scheduler, Table
-from controller.engine.machine import Machine, Step
-from controller.engine.resources import shipped
+from goosectl.controller import logs
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.engine.machine import Machine, Step
+from goosectl.controller.engine.resources import shipped
 
 log = logging.getLogger(__package__)
-TABLES = shipped("controller.shell", "tables")
+TABLES = shipped("goosectl.controller.shell", "tables")
 #: What the shell is told when a limit's alarm changes: (limit, active, detail).
 AlarmSink = Callable[[str, bool, str], None]
 

@@ -31,7 +31,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from controller.shell.locks import Lock, LockError, lock_file
+from goosectl.controller.shell.locks import Lock, LockError, lock_file
 
 SO_PEERGROUPS = getattr(socket, "SO_PEERGROUPS", 59)
 _CRED = struct.Struct("3i")

@@ -26,11 +26,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from controller.engine.effects import Notify
-from controller.goose.effects import RxDrops, SendFrame
-from controller.ports import GooseEndpoint
-from controller.shell.hostclock import host_time_quality
-from protocols.ethernet.rawsock import (
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.goose.effects import RxDrops, SendFrame
+from goosectl.controller.ports import GooseEndpoint
+from goosectl.controller.shell.hostclock import host_time_quality
+from goosectl.protocols.ethernet.rawsock import (
     KernelStats,
     LinkDownError,
     RawSocket,
@@ -38,7 +38,7 @@ from protocols.ethernet.rawsock import (
     RingSpec,
     TxQueueFullError,
 )
-from protocols.goose import Vlan
+from goosectl.protocols.goose import Vlan
 
 #: Closer than this to a deadline the loop polls instead of sleeping (see `run`).
 SPIN_NS = 1_200_000

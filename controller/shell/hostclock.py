@@ -19,7 +19,7 @@ import ctypes.util
 import math
 from functools import cache
 
-from protocols.goose import time_quality
+from goosectl.protocols.goose import time_quality
 
 TIME_ERROR = 5
 STA_UNSYNC = 0x0040

@@ -23,7 +23,7 @@ import sqlite3
 import time
 from typing import Literal
 
-from controller.engine import Journal
+from goosectl.controller.engine import Journal
 
 Clock = Literal["monotonic", "virtual"]
 

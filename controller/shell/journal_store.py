@@ -19,8 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from controller import __version__
-from controller.engine.journal import (
+from goosectl.controller import __version__
+from goosectl.controller.engine.journal import (
     CHAIN_KEY,
     COLUMNS,
     HEAD_KEY,
@@ -243,7 +243,7 @@ def claim_files(path: str) -> None:
     with `JournalRefused` naming it. Its `-wal` and `-shm`, if there, must be plain files
     of ours as well; SQLite creates them when missing (a link planted there later, in a
     sticky folder like /tmp, is one the kernel does not follow: protected_symlinks)."""
-    from protocols.files import UnsafeFile, own_file, refusal
+    from goosectl.protocols.files import UnsafeFile, own_file, refusal
 
     try:
         os.close(own_file(path))

@@ -38,11 +38,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controller import logs
-from controller.engine.journal import Batch, Journal, JournalIOError, JournalRefused
-from controller.report.bay_report import percentiles
-from controller.shell.journal_clock import anchor as anchor_clock
-from controller.shell.journal_store import JournalStore, connect, open_journal
+from goosectl.controller import logs
+from goosectl.controller.engine.journal import Batch, Journal, JournalIOError, JournalRefused
+from goosectl.controller.report.bay_report import percentiles
+from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import JournalStore, connect, open_journal
 
 log = logging.getLogger(__package__)
 

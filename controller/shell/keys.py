@@ -15,10 +15,10 @@ import os
 import time
 from typing import Any
 
-from controller import logs
-from controller.config.keys import load_keys
-from controller.config.validate import ConfigError
-from controller.goose.hub import GooseHub
+from goosectl.controller import logs
+from goosectl.controller.config.keys import load_keys
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.goose.hub import GooseHub
 
 log = logging.getLogger(__package__)
 #: how often the UTC offset is read again (NTP slews the realtime clock slowly)

@@ -9,11 +9,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Any
 
-from controller import logs
-from controller.agent.effects import Respond, RunTool
-from controller.engine.effects import Alarm, Notify
-from controller.goose.auth import SecurityEvent
-from controller.goose.effects import (
+from goosectl.controller import logs
+from goosectl.controller.agent.effects import Respond, RunTool
+from goosectl.controller.engine.effects import Alarm, Notify
+from goosectl.controller.goose.auth import SecurityEvent
+from goosectl.controller.goose.effects import (
     FrameClassified,
     LgosView,
     PublisherSides,
@@ -21,19 +21,19 @@ from controller.goose.effects import (
     SendFrame,
     StreamState,
 )
-from controller.link.effects import LinkEvent
-from controller.logic.core import BayController, BayStep
-from controller.logic.effects import (
+from goosectl.controller.link.effects import LinkEvent
+from goosectl.controller.logic.core import BayController, BayStep
+from goosectl.controller.logic.effects import (
     CommandWithheld,
     DeviceCommand,
     InputChanged,
     ModeChanged,
 )
-from controller.ports import SerialEndpoint
-from controller.report.bay_report import describe
-from controller.shell.goose_live import LiveGoose
-from controller.shell.serial_link import SerialLink
-from protocols.goose import Vlan
+from goosectl.controller.ports import SerialEndpoint
+from goosectl.controller.report.bay_report import describe
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.protocols.goose import Vlan
 
 log = logging.getLogger(__package__)
 

@@ -19,8 +19,8 @@ import re
 import stat
 from pathlib import Path
 
-from protocols.files import UnsafeFile, open_nofollow, refusal
-from protocols.serial.port import lock_holder
+from goosectl.protocols.files import UnsafeFile, open_nofollow, refusal
+from goosectl.protocols.serial.port import lock_holder
 
 
 class LockError(Exception):

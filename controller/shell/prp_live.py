@@ -25,13 +25,13 @@ from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any
 
-from controller.config.prp import PrpCfg
-from controller.goose.effects import SendFrame
-from controller.prp import Alarm, Lre, LreConfig
-from controller.prp.lre import Port
-from controller.shell.goose_live import LiveGoose
-from protocols.ethernet.rawsock import RawSocket, RawSocketError
-from protocols.prp import ETHERTYPE, LAN_IDS, Rct, destination, parse_rct
+from goosectl.controller.config.prp import PrpCfg
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.prp import Alarm, Lre, LreConfig
+from goosectl.controller.prp.lre import Port
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.protocols.ethernet.rawsock import RawSocket, RawSocketError
+from goosectl.protocols.prp import ETHERTYPE, LAN_IDS, Rct, destination, parse_rct
 
 #: how many sent frames keep their pair of trailed copies (a side held by a full queue
 #: and sent later still gets the SeqNr its other copy went out with)

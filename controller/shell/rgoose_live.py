@@ -21,11 +21,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.config.goose import SubscriptionCfg
-from controller.config.keys import Key, KeyFile
-from controller.goose.effects import SendFrame
-from controller.goose.rgoose import RgooseReceiver, feed, receiver_for
-from protocols.rgoose import PORT, BadSpdu, apdu_of_frame, encode
+from goosectl.controller.config.goose import SubscriptionCfg
+from goosectl.controller.config.keys import Key, KeyFile
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.rgoose import RgooseReceiver, feed, receiver_for
+from goosectl.protocols.rgoose import PORT, BadSpdu, apdu_of_frame, encode
 
 #: datagrams read per wake-up before the loop serves its other inputs again
 BATCH = 64

@@ -26,10 +26,10 @@ from typing import Any
 
 import serial
 
-from controller.config.link import LinkConfig
-from controller.link import LinkCore, LinkEvent
-from controller.ports import Clock, SerialEndpoint
-from protocols.serial.port import PortError, open_serial
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.link import LinkCore, LinkEvent
+from goosectl.controller.ports import Clock, SerialEndpoint
+from goosectl.protocols.serial.port import PortError, open_serial
 
 PORT_ERRORS = (serial.SerialException, OSError)
 

@@ -18,14 +18,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from protocols.ethernet.pcap import read_capture
-from protocols.ethernet.rawsock import (
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.ethernet.rawsock import (
     LinkDownError,
     RawSocket,
     RawSocketError,
     TxQueueFullError,
 )
-from protocols.goose import GooseError, is_goose, parse_header
+from goosectl.protocols.goose import GooseError, is_goose, parse_header
 
 #: a full transmit queue is tried again after this long
 TX_RETRY_S = 0.0005

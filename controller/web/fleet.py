@@ -17,9 +17,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.fleet.view import liveness
-from controller.web.hub import AlarmBook, Poller, Retransmissions, conditions
-from controller.web.source import detail, read_only
+from goosectl.controller.fleet.view import liveness
+from goosectl.controller.web.hub import AlarmBook, Poller, Retransmissions, conditions
+from goosectl.controller.web.source import detail, read_only
 
 
 class FleetError(Exception):

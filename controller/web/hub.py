@@ -18,8 +18,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from controller.report.histogram import render_svg
-from controller.web.source import Controller, JournalReader
+from goosectl.controller.report.histogram import render_svg
+from goosectl.controller.web.source import Controller, JournalReader
 
 #: intervals kept per stream for its sparkline
 SPARK = 60

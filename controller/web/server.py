@@ -29,11 +29,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from controller import __version__
-from controller.web.auth import Identity, Sessions, csrf_ok
-from controller.web.fleet import FleetHub, FleetJournal
-from controller.web.hub import Hub, Poller
-from controller.web.source import Controller, JournalReader
+from goosectl.controller import __version__
+from goosectl.controller.web.auth import Identity, Sessions, csrf_ok
+from goosectl.controller.web.fleet import FleetHub, FleetJournal
+from goosectl.controller.web.hub import Hub, Poller
+from goosectl.controller.web.source import Controller, JournalReader
 
 #: journal rows a page gets when it first connects (newest), and keeps
 BACKLOG = 1000
@@ -76,7 +76,7 @@ def is_loopback(host: str) -> bool:
 
 
 def _static(name: str) -> bytes:
-    return resources.files("controller.web").joinpath("static", name).read_bytes()
+    return resources.files("goosectl.controller.web").joinpath("static", name).read_bytes()
 
 
 class Actions:

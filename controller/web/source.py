@@ -14,7 +14,7 @@ import urllib.parse
 from pathlib import Path
 from typing import Any
 
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import ControlUnavailable, request
 
 #: the columns a timeline row carries to the page
 COLUMNS = ("seq", "utc", "machine", "event", "source", "target", "effects")

@@ -25,8 +25,8 @@ import struct
 from collections.abc import Collection, Iterable, Sequence
 from typing import NamedTuple
 
-from protocols.ethernet.mac import parse_mac
-from protocols.ethernet.vlan import TPID_CTAG, TPID_STAG
+from goosectl.protocols.ethernet.mac import parse_mac
+from goosectl.protocols.ethernet.vlan import TPID_CTAG, TPID_STAG
 
 # linux/filter.h opcodes (class | size | mode).
 LD_W_ABS = 0x20  # A = u32 at k

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, NamedTuple
 
-from protocols.files import open_new
+from goosectl.protocols.files import open_new
 
 LINKTYPE_ETHERNET = 1
 #: Largest captured length accepted per packet (libpcap's own maximum).

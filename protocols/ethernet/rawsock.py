@@ -53,9 +53,9 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from protocols.ethernet import bpf
-from protocols.ethernet.mac import format_mac, parse_mac
-from protocols.ethernet.ring import (
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.mac import format_mac, parse_mac
+from goosectl.protocols.ethernet.ring import (
     KernelStats,
     RingError,
     RingSpec,
@@ -63,7 +63,7 @@ from protocols.ethernet.ring import (
     RxRing,
     read_kernel_stats,
 )
-from protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
+from goosectl.protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
 
 __all__ = [
     "FrameSizeError",

@@ -56,7 +56,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
+from goosectl.protocols.ethernet.vlan import TPID_CTAG, VlanTag, inline_tag
 
 SOL_PACKET = 263
 PACKET_RX_RING = 5

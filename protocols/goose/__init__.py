@@ -5,7 +5,7 @@ The scapy layer lives in `protocols.goose.scapy_layer` and is not imported here,
 codec loads without scapy's start-up cost.
 """
 
-from protocols.goose.data import (
+from goosectl.protocols.goose.data import (
     Array,
     Bcd,
     BinaryTime,
@@ -26,7 +26,7 @@ from protocols.goose.data import (
     VisibleString,
     data_shape,
 )
-from protocols.goose.datacodec import (
+from goosectl.protocols.goose.datacodec import (
     MAX_DEPTH,
     MAX_ELEMENTS,
     decode_all_data,
@@ -34,7 +34,7 @@ from protocols.goose.datacodec import (
     encode_all_data,
     encode_data,
 )
-from protocols.goose.errors import (
+from goosectl.protocols.goose.errors import (
     BadLength,
     BadTag,
     BadValue,
@@ -42,8 +42,8 @@ from protocols.goose.errors import (
     Truncated,
     TypeMismatch,
 )
-from protocols.goose.frame import GooseFrame, decode_frame, encode_frame, mac, mac_str
-from protocols.goose.header import (
+from goosectl.protocols.goose.frame import GooseFrame, decode_frame, encode_frame, mac, mac_str
+from goosectl.protocols.goose.header import (
     ETHERTYPE_GOOSE,
     MAX_FRAME,
     S_BIT,
@@ -53,15 +53,15 @@ from protocols.goose.header import (
     is_goose,
     parse_header,
 )
-from protocols.goose.jsonform import (
+from goosectl.protocols.goose.jsonform import (
     all_data_from_json,
     all_data_to_json,
     frame_to_json,
     from_json,
     to_json,
 )
-from protocols.goose.template import FrameTemplate
-from protocols.goose.utctime import UtcTime, time_quality
+from goosectl.protocols.goose.template import FrameTemplate
+from goosectl.protocols.goose.utctime import UtcTime, time_quality
 
 __all__ = [
     "ETHERTYPE_GOOSE",

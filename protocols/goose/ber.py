@@ -8,7 +8,7 @@ canonical frames.
 
 from __future__ import annotations
 
-from protocols.goose.errors import BadLength, BadValue, Truncated
+from goosectl.protocols.goose.errors import BadLength, BadValue, Truncated
 
 #: Longest long-form length accepted: 2 octets covers the 16-bit GOOSE Length field; we
 #: allow up to 4 (BER permits leading zeros) and still bound the value by the buffer.

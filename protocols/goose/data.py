@@ -18,8 +18,8 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import cast
 
-from protocols.goose.errors import BadValue, TypeMismatch
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.errors import BadValue, TypeMismatch
+from goosectl.protocols.goose.utctime import UtcTime
 
 __all__ = [
     "Array",

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from protocols.goose.ber import (
+from goosectl.protocols.goose.ber import (
     decode_signed,
     decode_unsigned,
     encode_signed,
@@ -23,7 +23,7 @@ from protocols.goose.ber import (
     read_length,
     tlv,
 )
-from protocols.goose.data import (
+from goosectl.protocols.goose.data import (
     Array,
     Bcd,
     BinaryTime,
@@ -41,9 +41,16 @@ from protocols.goose.data import (
     Unsigned,
     VisibleString,
 )
-from protocols.goose.errors import BadLength, BadTag, BadValue, GooseError, Truncated, TypeMismatch
-from protocols.goose.real import decode_real, encode_real
-from protocols.goose.utctime import _SECONDS_REST, UtcTime
+from goosectl.protocols.goose.errors import (
+    BadLength,
+    BadTag,
+    BadValue,
+    GooseError,
+    Truncated,
+    TypeMismatch,
+)
+from goosectl.protocols.goose.real import decode_real, encode_real
+from goosectl.protocols.goose.utctime import _SECONDS_REST, UtcTime
 
 #: Deepest nesting of arrays/structures accepted (allData itself is depth 0).
 MAX_DEPTH = 16

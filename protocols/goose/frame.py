@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.goose.ber import encode_signed, tlv
-from protocols.goose.data import Data
-from protocols.goose.datacodec import decode_sequence, encode_all_data, encode_visible
-from protocols.goose.errors import BadLength, BadValue, GooseError, TypeMismatch
-from protocols.goose.header import S_BIT, UnknownField, Vlan, parse_fields
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.ber import encode_signed, tlv
+from goosectl.protocols.goose.data import Data
+from goosectl.protocols.goose.datacodec import decode_sequence, encode_all_data, encode_visible
+from goosectl.protocols.goose.errors import BadLength, BadValue, GooseError, TypeMismatch
+from goosectl.protocols.goose.header import S_BIT, UnknownField, Vlan, parse_fields
+from goosectl.protocols.goose.utctime import UtcTime
 
 DEFAULT_DST = bytes.fromhex("010ccd010000")
 _EPOCH = UtcTime(0)

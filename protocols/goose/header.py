@@ -18,11 +18,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from protocols.goose.ber import decode_unsigned, read_length
-from protocols.goose.data import Data
-from protocols.goose.datacodec import decode_sequence, visible_text
-from protocols.goose.errors import BadLength, BadTag, BadValue, GooseError, Truncated
-from protocols.goose.utctime import _SECONDS_REST, UtcTime
+from goosectl.protocols.goose.ber import decode_unsigned, read_length
+from goosectl.protocols.goose.data import Data
+from goosectl.protocols.goose.datacodec import decode_sequence, visible_text
+from goosectl.protocols.goose.errors import BadLength, BadTag, BadValue, GooseError, Truncated
+from goosectl.protocols.goose.utctime import _SECONDS_REST, UtcTime
 
 ETHERTYPE_GOOSE = 0x88B8
 TPID_8021Q = 0x8100

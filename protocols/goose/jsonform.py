@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from protocols.goose.data import (
+from goosectl.protocols.goose.data import (
     Array,
     Bcd,
     BinaryTime,
@@ -30,11 +30,11 @@ from protocols.goose.data import (
     Unsigned,
     VisibleString,
 )
-from protocols.goose.errors import BadValue, GooseError, TypeMismatch
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.errors import BadValue, GooseError, TypeMismatch
+from goosectl.protocols.goose.utctime import UtcTime
 
 if TYPE_CHECKING:  # frame.py imports this module
-    from protocols.goose.frame import GooseFrame
+    from goosectl.protocols.goose.frame import GooseFrame
 
 _NONFINITE = {"NaN": math.nan, "Infinity": math.inf, "-Infinity": -math.inf}
 
@@ -240,7 +240,7 @@ def frame_to_json(
 
     ``nonCanonical`` (after allData) lists the unsigned header fields that arrived as
     negative BER INTEGERs and were read as unsigned; absent for a canonical frame."""
-    from protocols.goose.frame import mac_str  # import cycle
+    from goosectl.protocols.goose.frame import mac_str  # import cycle
 
     vlan = frame.vlan
     obj: dict[str, Any] = {

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 import re
 
-from protocols.goose.errors import BadLength, BadValue
+from goosectl.protocols.goose.errors import BadLength, BadValue
 
 _SPECIAL = {0x40: math.inf, 0x41: -math.inf, 0x42: math.nan, 0x43: -0.0}
 _SPECIAL_ENC = {math.inf: b"\x40", -math.inf: b"\x41"}

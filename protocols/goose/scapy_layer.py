@@ -19,15 +19,15 @@ try:
     from scapy.packet import Packet, bind_layers
 except ImportError as exc:  # scapy is an extra: no command needs it, only this layer
     raise ImportError(
-        f"protocols.goose.scapy_layer needs scapy ({exc}): pip install 'goosectl[scapy]'",
+        f"goosectl.protocols.goose.scapy_layer needs scapy ({exc}): pip install 'goosectl[scapy]'",
         name=exc.name,
     ) from exc
 
-from protocols.goose.data import Data
-from protocols.goose.frame import GooseFrame, decode_frame, encode_frame
-from protocols.goose.header import ETHERTYPE_GOOSE
-from protocols.goose.jsonform import to_json
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.data import Data
+from goosectl.protocols.goose.frame import GooseFrame, decode_frame, encode_frame
+from goosectl.protocols.goose.header import ETHERTYPE_GOOSE
+from goosectl.protocols.goose.jsonform import to_json
+from goosectl.protocols.goose.utctime import UtcTime
 
 _FAKE_ETHERNET = bytes(12) + ETHERTYPE_GOOSE.to_bytes(2, "big")
 

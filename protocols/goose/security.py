@@ -30,9 +30,9 @@ from typing import Final
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
-from protocols.goose.ber import encode_length, encode_signed, read_length, tlv
-from protocols.goose.errors import GooseError
-from protocols.goose.header import S_BIT
+from goosectl.protocols.goose.ber import encode_length, encode_signed, read_length, tlv
+from goosectl.protocols.goose.errors import GooseError
+from goosectl.protocols.goose.header import S_BIT
 
 ETHERTYPE = b"\x88\xb8"
 VERSION: Final = 1

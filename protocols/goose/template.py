@@ -9,17 +9,17 @@ byte-identical to `encode_frame` of the equivalent GooseFrame (tested).
 
 from __future__ import annotations
 
-from protocols.goose.ber import encode_length, encode_signed
-from protocols.goose.data import Data
-from protocols.goose.datacodec import encode_all_data
-from protocols.goose.errors import BadLength, BadValue, TypeMismatch
-from protocols.goose.frame import (
+from goosectl.protocols.goose.ber import encode_length, encode_signed
+from goosectl.protocols.goose.data import Data
+from goosectl.protocols.goose.datacodec import encode_all_data
+from goosectl.protocols.goose.errors import BadLength, BadValue, TypeMismatch
+from goosectl.protocols.goose.frame import (
     GooseFrame,
     _u16,
     encode_pdu_fields,
     ethernet_header,
 )
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.utctime import UtcTime
 
 _U32_MAX = 0xFFFFFFFF
 

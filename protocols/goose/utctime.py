@@ -13,7 +13,7 @@ import datetime as _dt
 import struct
 from dataclasses import dataclass
 
-from protocols.goose.errors import BadValue
+from goosectl.protocols.goose.errors import BadValue
 
 _NS = 1_000_000_000
 _FRAC = 1 << 24

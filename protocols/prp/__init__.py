@@ -2,7 +2,7 @@
 supervision frame. No I/O, no state: the duplicate discard, the node table and the
 counters are `controller.prp`."""
 
-from protocols.prp.rct import (
+from goosectl.protocols.prp.rct import (
     LAN_A,
     LAN_B,
     LAN_IDS,
@@ -21,7 +21,7 @@ from protocols.prp.rct import (
     strip_rct,
     tagged,
 )
-from protocols.prp.supervision import (
+from goosectl.protocols.prp.supervision import (
     ETHERTYPE,
     Supervision,
     build_supervision,

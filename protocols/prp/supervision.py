@@ -18,7 +18,7 @@ from __future__ import annotations
 import struct
 from typing import NamedTuple
 
-from protocols.prp.rct import add_rct, tagged
+from goosectl.protocols.prp.rct import add_rct, tagged
 
 ETHERTYPE = 0x88FB
 DST_PREFIX = bytes.fromhex("01154e0001")

@@ -5,7 +5,7 @@ verifies or decrypts it with a key the caller chose (`controller/goose/auth.py` 
 which keys, and whether an unsecured SPDU may pass).
 """
 
-from protocols.rgoose.spdu import (
+from goosectl.protocols.rgoose.spdu import (
     PORT,
     SI_GOOSE,
     Apdu,

@@ -29,9 +29,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
-from protocols.goose.ber import read_length
-from protocols.goose.errors import GooseError
-from protocols.goose.security import IV_LEN, MacKey
+from goosectl.protocols.goose.ber import read_length
+from goosectl.protocols.goose.errors import GooseError
+from goosectl.protocols.goose.security import IV_LEN, MacKey
 
 #: the UDP port of the session protocol (unicast and multicast)
 PORT: Final = 102

@@ -17,9 +17,9 @@ import gc
 from pathlib import Path
 from typing import BinaryIO
 
-from protocols.scl.errors import Findings, SclError, SclFinding
-from protocols.scl.reader import read_document
-from protocols.scl.resolve import (
+from goosectl.protocols.scl.errors import Findings, SclError, SclFinding
+from goosectl.protocols.scl.reader import read_document
+from goosectl.protocols.scl.resolve import (
     Binding,
     GoCB,
     IedView,
@@ -29,8 +29,8 @@ from protocols.scl.resolve import (
     gocb_ref_mms,
     resolve,
 )
-from protocols.scl.types import LEAF, Typed
-from protocols.scl.xmltree import SCL_NS, Node, parse_tree, parse_tree_names
+from goosectl.protocols.scl.types import LEAF, Typed
+from goosectl.protocols.scl.xmltree import SCL_NS, Node, parse_tree, parse_tree_names
 
 #: File name suffixes of SCL documents (IEC 61850-6 file types), lower case.
 SCL_SUFFIXES = frozenset({".scd", ".cid", ".icd", ".iid", ".ssd", ".sed", ".scl"})

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # xmltree imports this module
-    from protocols.scl.xmltree import Node
+    from goosectl.protocols.scl.xmltree import Node
 
 
 class SclError(Exception):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from protocols.scl.xmltree import Node
+from goosectl.protocols.scl.xmltree import Node
 
 
 @dataclass(slots=True, eq=False)

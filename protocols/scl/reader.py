@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import re
 
-from protocols.scl.errors import Findings
-from protocols.scl.model import (
+from goosectl.protocols.scl.errors import Findings
+from goosectl.protocols.scl.model import (
     LN,
     AccessPoint,
     DataSet,
@@ -27,7 +27,7 @@ from protocols.scl.model import (
     TypeDef,
     TypeItem,
 )
-from protocols.scl.xmltree import Node
+from goosectl.protocols.scl.xmltree import Node
 
 #: the start of the finding for a second IED of a name already used: a config refuses the
 #: file on it (which IED `--ied` means would be a guess)

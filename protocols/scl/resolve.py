@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from protocols.scl.errors import Findings, SclFinding
-from protocols.scl.model import (
+from goosectl.protocols.scl.errors import Findings, SclFinding
+from goosectl.protocols.scl.model import (
     LN,
     AccessPoint,
     DataSet,
@@ -30,7 +30,7 @@ from protocols.scl.model import (
     LDevice,
     SclDocument,
 )
-from protocols.scl.types import Typed, TypeResolver
+from goosectl.protocols.scl.types import Typed, TypeResolver
 
 
 @dataclass(slots=True, eq=False)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from protocols.scl.model import Fcda, Templates, TypeDef, TypeItem
-from protocols.scl.xmltree import Node
+from goosectl.protocols.scl.model import Fcda, Templates, TypeDef, TypeItem
+from goosectl.protocols.scl.xmltree import Node
 
 #: bType -> MMS shape (IEC 61850-8-1 Table 14 / 7-2 basic types).
 LEAF: dict[str, object] = {

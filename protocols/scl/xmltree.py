@@ -22,7 +22,7 @@ from xml.parsers.expat import XMLParserType
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import DefusedXMLParser, ParseError
 
-from protocols.scl.errors import SclError
+from goosectl.protocols.scl.errors import SclError
 
 SCL_NS = "http://www.iec.ch/61850/2003/SCL"
 _NS_PREFIX = SCL_NS + "}"  # expat joins namespace and local name with "}"

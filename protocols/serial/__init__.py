@@ -4,8 +4,8 @@ Nothing here keeps link state or reads a clock; the controller's serial driver a
 device simulator build their machines on these functions. Only `port` touches I/O.
 """
 
-from protocols.serial.errors import ErrorKind, LinkProtocolError
-from protocols.serial.messages import (
+from goosectl.protocols.serial.errors import ErrorKind, LinkProtocolError
+from goosectl.protocols.serial.messages import (
     SENT_BY_CONTROLLER,
     SENT_BY_DEVICE,
     VERSION,
@@ -16,7 +16,7 @@ from protocols.serial.messages import (
     encode_payload,
     nack_for,
 )
-from protocols.serial.stream import StreamDecoder, decode_frame, frame
+from goosectl.protocols.serial.stream import StreamDecoder, decode_frame, frame
 
 __all__ = [
     "SENT_BY_CONTROLLER",

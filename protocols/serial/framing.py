@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from cobs import cobs as _cobs
 
-from protocols.serial.errors import BadCobs
+from goosectl.protocols.serial.errors import BadCobs
 
 DELIMITER = b"\x00"
 MAX_PAYLOAD = 64  # decoded bytes: header(4) + body + CRC(2); fits a 64-byte MCU buffer

@@ -23,8 +23,8 @@ from enum import Enum, IntEnum, IntFlag
 from operator import attrgetter
 from typing import Any
 
-from protocols.serial import crc as _crc
-from protocols.serial.errors import (
+from goosectl.protocols.serial import crc as _crc
+from goosectl.protocols.serial.errors import (
     BadBodyLength,
     BadCrc,
     BadFieldValue,
@@ -36,7 +36,7 @@ from protocols.serial.errors import (
     UnknownVersion,
     WrongDirection,
 )
-from protocols.serial.framing import MAX_PAYLOAD
+from goosectl.protocols.serial.framing import MAX_PAYLOAD
 
 VERSION = 1
 HEADER = struct.Struct(">BBH")  # version, type, seq: frozen for every future version

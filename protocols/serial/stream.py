@@ -14,9 +14,9 @@ from collections import Counter
 
 from cobs import cobs as _cobs
 
-from protocols.serial.errors import ErrorKind, FrameTooLong, LinkProtocolError
-from protocols.serial.framing import DELIMITER, MAX_ENCODED, cobs_decode
-from protocols.serial.messages import Kind, Message, decode_payload, encode_payload
+from goosectl.protocols.serial.errors import ErrorKind, FrameTooLong, LinkProtocolError
+from goosectl.protocols.serial.framing import DELIMITER, MAX_ENCODED, cobs_decode
+from goosectl.protocols.serial.messages import Kind, Message, decode_payload, encode_payload
 
 Result = Message | LinkProtocolError
 

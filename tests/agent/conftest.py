@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.agent.tool_runs import RUNS, Implementations
-from controller.agent.tools import TOOLS, ToolSet
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.engine import Journal
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualWire
-from firmware_sim.core import Firmware
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.agent.tool_runs import RUNS, Implementations
+from goosectl.controller.agent.tools import TOOLS, ToolSet
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine import Journal
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.firmware_sim.core import Firmware
 
 MS = 1_000_000
 PROCEDURES = Path(__file__).resolve().parents[2] / "controller" / "agent" / "procedures"

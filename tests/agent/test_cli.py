@@ -29,7 +29,7 @@ def test_agent_commands_against_the_demo(tmp_path):
         [
             sys.executable,
             "-m",
-            "controller",
+            "goosectl",
             "demo",
             "--in-memory",
             "--out",

@@ -16,7 +16,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import ControlUnavailable, request
 from tests.support.procs import Sim, sim_counts, start_run, wait_running
 
 REPO = Path(__file__).resolve().parents[2]

@@ -15,17 +15,17 @@ import signal
 import time
 from pathlib import Path
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.agent.tool_runs import RUNS, Implementations
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.demo.scenario import S, build
-from controller.logic.core import BayController
-from controller.replay.bay_replay import BayReplay
-from controller.shell.control import ControlUnavailable, request
-from firmware_sim.core import Firmware
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.agent.tool_runs import RUNS, Implementations
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.demo.scenario import S, build
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.bay_replay import BayReplay
+from goosectl.controller.shell.control import ControlUnavailable, request
+from goosectl.firmware_sim.core import Firmware
 from tests.hostile.test_disk_full import Rig
 from tests.support.procs import Sim, start_run, wait_running
 from tests.support.smallfs import fill, small_tmpfs
@@ -132,7 +132,7 @@ def test_an_error_inside_a_tool_turns_off_the_agent_and_trips_still_act(tmp_path
 
 SITECUSTOMIZE = """
 # injected into `goosectl run` for the test: the note tool raises inside the agent layer
-from controller.agent import tool_runs
+from goosectl.controller.agent import tool_runs
 
 
 def boom(runner, e, args, now_ns):
@@ -204,7 +204,7 @@ def _wait_for(pred, err: Path, timeout: float = 30.0) -> None:
 
 REPORTS_FAULT = """
 # injected into `goosectl run` for the test: the status line raises while it is made
-from controller.shell import live_bay
+from goosectl.controller.shell import live_bay
 
 
 def boom(self, fields):

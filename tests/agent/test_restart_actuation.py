@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import ControlUnavailable, request
 from tests.support.procs import Sim, sim_counts, start_run, wait_running
 
 REPO = Path(__file__).resolve().parents[2]

@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.engine import Journal
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualWire
-from controller.shell.journal_store import open_journal
-from firmware_sim.core import Firmware
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine import Journal
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.firmware_sim.core import Firmware
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "controller" / "bay1.yaml"

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.agent.effects import CancelTool
-from controller.agent.procedure import ProcedureError, load_procedure
-from controller.agent.service import ACTIVE, TABLE
-from controller.engine import Machine, Table
-from controller.shell.journal_store import open_journal
+from goosectl.controller.agent.effects import CancelTool
+from goosectl.controller.agent.procedure import ProcedureError, load_procedure
+from goosectl.controller.agent.service import ACTIVE, TABLE
+from goosectl.controller.engine import Machine, Table
+from goosectl.controller.shell.journal_store import open_journal
 
 from .conftest import PROCEDURES
 
@@ -190,7 +190,7 @@ def test_hot_reload_new_sessions_new_version_running_keep_theirs(rig, folder):
 
 
 def test_journal_records_the_version_each_transition_used(folder):
-    from controller.engine import Journal
+    from goosectl.controller.engine import Journal
 
     from .conftest import Rig
 

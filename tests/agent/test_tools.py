@@ -10,17 +10,17 @@ from typing import get_args
 import pytest
 from pydantic import Field
 
-from controller.agent.effects import RunTool
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.procedure import ProcedureError, load_procedure, parse_procedure
-from controller.agent.service import AgentService
-from controller.agent.tool_runs import CONDITIONS, RUNS, Implementations
-from controller.agent.tools import TOOLS, Check, ToolArgs, ToolSet
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.logic.core import BayController
-from controller.shell.journal_store import open_journal
+from goosectl.controller.agent.effects import RunTool
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.procedure import ProcedureError, load_procedure, parse_procedure
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.agent.tool_runs import CONDITIONS, RUNS, Implementations
+from goosectl.controller.agent.tools import TOOLS, Check, ToolArgs, ToolSet
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.shell.journal_store import open_journal
 
 from .conftest import PROCEDURES, Rig
 
@@ -292,13 +292,13 @@ steps:
 
 def test_wait_goose_ends_when_the_stream_delivers_the_value(folder):
     """Real frames from bay 2's interlock publisher (goosectl's own) into the bay."""
-    from controller.config.goose import GooseConfig
-    from controller.demo.scenario import CILO, EPOCH, publishers_config
-    from controller.goose.effects import SendFrame
-    from controller.goose.hub import GooseHub
-    from controller.replay.virtual_wire import VirtualWire
-    from firmware_sim.core import Firmware
-    from protocols.goose import Boolean
+    from goosectl.controller.config.goose import GooseConfig
+    from goosectl.controller.demo.scenario import CILO, EPOCH, publishers_config
+    from goosectl.controller.goose.effects import SendFrame
+    from goosectl.controller.goose.hub import GooseHub
+    from goosectl.controller.replay.virtual_wire import VirtualWire
+    from goosectl.firmware_sim.core import Firmware
+    from goosectl.protocols.goose import Boolean
 
     ms = 1_000_000
     (folder / "wait_permit.yaml").write_text(WAIT_CILO)

@@ -14,8 +14,8 @@ import datetime as dt
 import json
 from pathlib import Path
 
-from protocols.ethernet.pcap import PcapWriter, read_capture
-from protocols.goose import decode_frame, encode_frame
+from goosectl.protocols.ethernet.pcap import PcapWriter, read_capture
+from goosectl.protocols.goose import decode_frame, encode_frame
 from tests.support.peers import CAPTURES
 from tests.support.procs import goosectl
 

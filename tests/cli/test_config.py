@@ -12,11 +12,11 @@ import re
 
 import pytest
 
-from controller import cli
-from controller.config.bay import ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
+from goosectl.controller import cli
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
 from tests.support.peers import CAPTURES, REPO
 
 CAP = CAPTURES / "iti_GOOSE.pcap"

@@ -6,7 +6,7 @@ internal error a short message, the path of a saved traceback and exit 70; a rea
 closes the pipe early ends the run quietly with 141 (README: Errors and exit codes).
 
 Most cases call `controller.cli.main` in process (the same entry point as the console
-script, and fast); what needs a process of its own runs `python -m controller`: pipes, a
+script, and fast); what needs a process of its own runs `python -m goosectl`: pipes, a
 folder root cannot write, two demos at once.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from controller import cli
+from goosectl.controller import cli
 from tests.support.peers import CAPTURES, REPO, _require
 from tests.support.procs import goosectl
 
@@ -244,7 +244,7 @@ def test_a_usage_mistake_is_argparse_s_two_lines_and_exit_2(world, capsys) -> No
 def test_an_internal_error_saves_the_traceback_privately_and_exits_70(
     world, capsys, monkeypatch
 ) -> None:
-    from controller.commands import decode
+    from goosectl.controller.commands import decode
 
     def broken(args):
         raise ZeroDivisionError("a bug")
@@ -269,7 +269,7 @@ def test_a_state_folder_that_is_a_symlink_is_not_written_through(
 ) -> None:
     """The state folder is someone else's symlink: the traceback goes to a new private file
     in the temporary folder instead, never through the link."""
-    from controller.commands import decode
+    from goosectl.controller.commands import decode
 
     elsewhere = world / "elsewhere"
     elsewhere.mkdir()
@@ -291,7 +291,7 @@ def test_a_broken_pipe_that_is_not_stdout_is_an_error_not_silence(world, capsys,
     only stdout's or stderr's reader leaving ends a run quietly."""
     import errno
 
-    from controller.commands import status
+    from goosectl.controller.commands import status
 
     def peer_gone(args):
         raise BrokenPipeError(errno.EPIPE, "Broken pipe")
@@ -345,7 +345,7 @@ def test_a_pipe_closed_early_ends_quietly_with_141(tmp_path, argv) -> None:
     )
     with open(tmp_path / "stderr", "w+b") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "controller", *argv],
+            [sys.executable, "-m", "goosectl", *argv],
             cwd=tmp_path,
             env={**os.environ, "PYTHONPATH": str(REPO)},
             stdout=subprocess.PIPE,
@@ -448,7 +448,7 @@ def test_two_demos_started_in_the_same_second_never_share_a_folder(tmp_path) -> 
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     procs = [
         subprocess.Popen(
-            [sys.executable, "-m", "controller", "demo", "--in-memory"],
+            [sys.executable, "-m", "goosectl", "demo", "--in-memory"],
             cwd=tmp_path,
             env=env,
             stdout=subprocess.PIPE,

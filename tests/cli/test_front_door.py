@@ -15,8 +15,8 @@ import tomllib
 
 import pytest
 
-from controller.cli import CommandError
-from controller.demo.live import run_live_demo
+from goosectl.controller.cli import CommandError
+from goosectl.controller.demo.live import run_live_demo
 from tests.support.peers import REPO
 
 README = (REPO / "README.md").read_text(encoding="utf-8")

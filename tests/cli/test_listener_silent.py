@@ -12,9 +12,9 @@ import time
 
 import pytest
 
-from lab.netns import netlab
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, GooseFrame, encode_frame
+from goosectl.lab.netns import netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, GooseFrame, encode_frame
 from tests.support.peers import REPO, require_root
 
 pytestmark = pytest.mark.root
@@ -29,7 +29,7 @@ CONFIGS = {
 def test_listen_with_a_config_of_publishers_sends_nothing(kind: str) -> None:
     require_root()
     path, ied = CONFIGS[kind]
-    argv = [sys.executable, "-u", "-m", "controller", "listen", "--iface", "rx0"]
+    argv = [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", "rx0"]
     argv += ["--config", str(REPO / path), "--duration", "2", "--json"]
     if ied:
         argv += ["--ied", ied]

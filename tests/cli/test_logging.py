@@ -17,7 +17,7 @@ from functools import partial
 
 import pytest
 
-from controller import cli, logs
+from goosectl.controller import cli, logs
 from tests.support import procs
 from tests.support.lines import Lines
 from tests.support.peers import CAPTURES, REPO

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import BitString, Boolean, GooseFrame, encode_frame
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import BitString, Boolean, GooseFrame, encode_frame
 from tests.support.peers import CAPTURES, REPO
 from tests.support.procs import goosectl
 

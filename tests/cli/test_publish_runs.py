@@ -15,16 +15,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from lab.netns import Namespace, netlab
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, GooseFrame, decode_frame, encode_frame, parse_header
+from goosectl.lab.netns import Namespace, netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, GooseFrame, decode_frame, encode_frame, parse_header
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
 
 GOCB = "TEST1LD0/LLN0$GO$gcb1"
 ARGV = [
-    sys.executable, "-u", "-m", "controller", "publish", "--iface", "tx0", "--gocbref", GOCB,
+    sys.executable, "-u", "-m", "goosectl", "publish", "--iface", "tx0", "--gocbref", GOCB,
     "--appid", "0x1000", "--dst", "01:0c:cd:01:00:01", "--min-time", "10", "--max-time", "100",
     "--values", '[{"type":"boolean","value":true}]', "--json",
 ]  # fmt: skip

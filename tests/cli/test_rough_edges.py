@@ -13,12 +13,12 @@ import time
 
 import pytest
 
-from controller import cli
-from controller.demo.offline import latency_note
-from controller.engine import Scheduler, Table
-from controller.engine.effects import Notify
-from controller.report.bay_report import Timeline
-from controller.shell.journal_writer import LiveJournals
+from goosectl.controller import cli
+from goosectl.controller.demo.offline import latency_note
+from goosectl.controller.engine import Scheduler, Table
+from goosectl.controller.engine.effects import Notify
+from goosectl.controller.report.bay_report import Timeline
+from goosectl.controller.shell.journal_writer import LiveJournals
 from tests.support.peers import CAPTURES, REPO, require_binary
 from tests.support.procs import goosectl
 

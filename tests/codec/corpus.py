@@ -3,7 +3,7 @@ variant; the tshark oracle, the round-trip tests and the benchmarks all use them
 
 from __future__ import annotations
 
-from protocols.goose import (
+from goosectl.protocols.goose import (
     Array,
     Bcd,
     BinaryTime,

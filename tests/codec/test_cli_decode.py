@@ -8,9 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main as goosectl
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import Boolean, GooseFrame, Integer, Structure, UtcTime, Vlan, encode_frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import (
+    Boolean,
+    GooseFrame,
+    Integer,
+    Structure,
+    UtcTime,
+    Vlan,
+    encode_frame,
+)
 from tests.support import procs
 
 

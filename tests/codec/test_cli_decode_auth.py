@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main as goosectl
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from goosectl.controller.cli import main as goosectl
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 from tests.codec.test_cli_decode import _frame
 from tests.goose.keyfiles import S, write_keys
 

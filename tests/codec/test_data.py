@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from protocols.goose import (
+from goosectl.protocols.goose import (
     MAX_DEPTH,
     MAX_ELEMENTS,
     Array,
@@ -38,7 +38,7 @@ from protocols.goose import (
     encode_all_data,
     encode_data,
 )
-from protocols.goose.utctime import time_quality
+from goosectl.protocols.goose.utctime import time_quality
 
 VECTORS = [
     (Boolean(True), "830101"),

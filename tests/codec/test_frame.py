@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.goose import (
+from goosectl.protocols.goose import (
     BadLength,
     BadTag,
     BadValue,
@@ -25,7 +25,7 @@ from protocols.goose import (
     mac,
     parse_header,
 )
-from protocols.goose.ber import encode_length
+from goosectl.protocols.goose.ber import encode_length
 from tests.codec.corpus import corpus_frames, flat16
 
 BASE = GooseFrame(

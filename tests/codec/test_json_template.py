@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from protocols.goose import (
+from goosectl.protocols.goose import (
     BadValue,
     Boolean,
     FloatingPoint,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import CaptureError, PcapWriter, read_capture
+from goosectl.protocols.ethernet.pcap import CaptureError, PcapWriter, read_capture
 from tests.support.peers import capture_files, require_binary
 
 FRAMES = [bytes(range(60)), b"\x01" * 14, bytes(1500)]

@@ -12,7 +12,7 @@ import struct
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from protocols.goose import (
+from goosectl.protocols.goose import (
     Array,
     Bcd,
     BinaryTime,

@@ -7,8 +7,8 @@ import pytest
 from scapy.layers.l2 import Dot1Q, Ether
 from scapy.packet import Raw
 
-from protocols.goose import Boolean, FloatingPoint, UtcTime, decode_frame, encode_frame
-from protocols.goose.scapy_layer import GOOSE
+from goosectl.protocols.goose import Boolean, FloatingPoint, UtcTime, decode_frame, encode_frame
+from goosectl.protocols.goose.scapy_layer import GOOSE
 from tests.codec.corpus import corpus_frames
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.goose import Boolean, GooseFrame, Integer, UtcTime, Vlan, encode_frame, mac
-from protocols.goose.header import S_BIT, parse_header
-from protocols.goose.security import (
+from goosectl.protocols.goose import Boolean, GooseFrame, Integer, UtcTime, Vlan, encode_frame, mac
+from goosectl.protocols.goose.header import S_BIT, parse_header
+from goosectl.protocols.goose.security import (
     ALGORITHMS,
     PROFILES,
     BadExtension,

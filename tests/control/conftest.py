@@ -118,7 +118,7 @@ class Controller:
         return self.proc.poll() is None
 
     def request(self, obj: dict[str, Any], timeout_s: float = 30.0) -> dict[str, Any]:
-        from controller.shell.control import request
+        from goosectl.controller.shell.control import request
 
         return request(self.sock, obj, timeout_s)
 

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.config.control import ControlCfg
-from controller.shell.control import ControlServer, too_deep
+from goosectl.controller.config.control import ControlCfg
+from goosectl.controller.shell.control import ControlServer, too_deep
 
 
 @pytest.fixture(scope="module")

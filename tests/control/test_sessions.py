@@ -10,16 +10,16 @@ import shutil
 import time
 from pathlib import Path
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.engine import Journal
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualWire
-from controller.shell.journal_store import open_journal
-from firmware_sim.core import Firmware
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine import Journal
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.firmware_sim.core import Firmware
 from tests.agent.conftest import NOOP, PROCEDURES
 
 MS = 1_000_000

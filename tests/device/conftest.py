@@ -7,12 +7,12 @@ import time
 
 import pytest
 
-from controller.config.link import LinkConfig
-from controller.replay.virtual_wire import VirtualPortPair
-from controller.shell.serial_link import SerialLink
-from firmware_sim.core import Firmware
-from firmware_sim.shell import DeviceShell, ShellFaults
-from firmware_sim.transport import PtyTransport
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.replay.virtual_wire import VirtualPortPair
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.shell import DeviceShell, ShellFaults
+from goosectl.firmware_sim.transport import PtyTransport
 
 MS = 1_000_000
 FAST = {"breaker": {"anti_pump": 0}, "spring": {"spring_charge_ms": 50}}

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from firmware_sim.core import Firmware
-from protocols.serial import messages as m
-from protocols.serial.crc import crc16
-from protocols.serial.framing import wrap
-from protocols.serial.messages import AckResult, Dbpos, NackReason
-from protocols.serial.stream import StreamDecoder, frame
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.crc import crc16
+from goosectl.protocols.serial.framing import wrap
+from goosectl.protocols.serial.messages import AckResult, Dbpos, NackReason
+from goosectl.protocols.serial.stream import StreamDecoder, frame
 
 MS = 1_000_000
 

@@ -17,14 +17,14 @@ import time
 
 import pytest
 
-from controller.config.link import LinkConfig
-from controller.link import LinkCore
-from controller.shell.serial_link import SerialLink
-from firmware_sim.core import Firmware
-from firmware_sim.transport import PtyTransport
-from protocols.serial import messages as m
-from protocols.serial.port import PortError, open_serial
-from protocols.serial.stream import StreamDecoder, frame
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.link import LinkCore
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.transport import PtyTransport
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.port import PortError, open_serial
+from goosectl.protocols.serial.stream import StreamDecoder, frame
 from tests.device.conftest import drain
 from tests.support.procs import start_run
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import Counter
 
-from controller.config.link import LinkConfig
-from controller.shell.serial_link import SerialLink
-from firmware_sim.faults import FaultConfig
-from firmware_sim.shell import ShellFaults
-from protocols.serial import messages as m
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.faults import FaultConfig
+from goosectl.firmware_sim.shell import ShellFaults
+from goosectl.protocols.serial import messages as m
 from tests.device.conftest import MS, drain
 
 GUARD_S = 10.0  # hang guard only: no test asserts how long anything took

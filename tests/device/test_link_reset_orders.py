@@ -23,11 +23,11 @@ from collections import Counter
 
 import pytest
 
-from controller.config.link import LinkConfig
-from controller.link import LinkCore
-from firmware_sim.core import Firmware
-from protocols.serial import messages as m
-from protocols.serial.stream import StreamDecoder
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.link import LinkCore
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.stream import StreamDecoder
 
 MS = 1_000_000
 DEPTH = 4

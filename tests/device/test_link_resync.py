@@ -9,9 +9,9 @@ trip asked for meanwhile must reach the breaker. Real board, real pty, virtual t
 
 from __future__ import annotations
 
-from controller.config.link import LinkConfig
-from controller.replay.virtual_wire import VirtualPortPair
-from controller.shell.serial_link import SerialLink
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.replay.virtual_wire import VirtualPortPair
+from goosectl.controller.shell.serial_link import SerialLink
 from tests.device.conftest import MS, drain
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from controller.config.link import LinkConfig
-from controller.shell.serial_link import SerialLink
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.shell.serial_link import SerialLink
 from tests.support.procs import Sim, goosectl
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,15 +14,15 @@ import os
 
 import pytest
 
-from controller.replay.virtual_wire import VirtualPortPair
-from firmware_sim.core import Firmware
-from firmware_sim.shell import DeviceShell
-from firmware_sim.transport import PtyTransport
-from protocols.serial import messages as m
-from protocols.serial.crc import crc16
-from protocols.serial.framing import wrap
-from protocols.serial.messages import AckResult, AlarmId, Dbpos, NackReason, StatusFlag
-from protocols.serial.stream import StreamDecoder, frame
+from goosectl.controller.replay.virtual_wire import VirtualPortPair
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.shell import DeviceShell
+from goosectl.firmware_sim.transport import PtyTransport
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.crc import crc16
+from goosectl.protocols.serial.framing import wrap
+from goosectl.protocols.serial.messages import AckResult, AlarmId, Dbpos, NackReason, StatusFlag
+from goosectl.protocols.serial.stream import StreamDecoder, frame
 
 MS = 1_000_000
 SPRING_MS = 5000

@@ -34,7 +34,7 @@ def cli_md() -> str:
     old = os.environ.get("COLUMNS")
     os.environ["COLUMNS"] = WIDTH
     try:
-        from controller.cli import build_parser
+        from goosectl.controller.cli import build_parser
 
         parser = build_parser()
         pages = _subcommands(parser, "goosectl")
@@ -44,7 +44,7 @@ def cli_md() -> str:
         else:
             os.environ["COLUMNS"] = old
     # the control socket's default depends on who asks (root, $XDG_RUNTIME_DIR): named
-    from controller.shell.control_socket import default_path
+    from goosectl.controller.shell.control_socket import default_path
 
     here = str(default_path())
     pages = [(cmd, text.replace(here, "<runtime dir>/control.sock")) for cmd, text in pages]
@@ -86,7 +86,7 @@ def config_md() -> str:
     import json
 
     import controller
-    from controller.config.bay import ControllerConfig
+    from goosectl.controller.config.bay import ControllerConfig
 
     # a packaged default is a path into the installed package: shown as such
     where = str(Path(controller.__file__).resolve().parent)
@@ -123,7 +123,7 @@ def config_md() -> str:
 
 
 def journal_md() -> str:
-    from controller.shell.journal_store import SCHEMA
+    from goosectl.controller.shell.journal_store import SCHEMA
 
     return "\n".join(
         [

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Table, TableError
+from goosectl.controller.engine import Table, TableError
 
 
 @pytest.fixture

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.engine import (
+from goosectl.controller.engine import (
     CancelTimer,
     EngineError,
     Notify,
@@ -14,8 +14,8 @@ from controller.engine import (
     StartTimer,
     Table,
 )
-from controller.engine.context import ContextError
-from controller.engine.spec import MachineSpec
+from goosectl.controller.engine.context import ContextError
+from goosectl.controller.engine.spec import MachineSpec
 
 REG = Registry("dispatch-tests")
 
@@ -218,7 +218,7 @@ def test_guard_order_and_negation():
 
 
 def test_reducers():
-    from controller.engine.context import REDUCERS
+    from goosectl.controller.engine.context import REDUCERS
 
     assert REDUCERS["append"]((1,), 2) == (1, 2)
     assert REDUCERS["sum"](None, 3) == 3
@@ -233,7 +233,7 @@ def test_dispatch_before_start_is_an_error():
 
 
 def test_snapshot_restore_round_trip():
-    from controller.engine import Machine
+    from goosectl.controller.engine import Machine
 
     m = make()
     m.dispatch("go", 0)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Journal, Scheduler, Table
+from goosectl.controller.engine import Journal, Scheduler, Table
 from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def test_sigkill_at_random_points_then_resume(tmp_path, durability):
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "table",
                 "run",
                 str(table),

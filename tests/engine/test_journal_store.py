@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from controller.engine import Journal, Scheduler, Table
-from controller.shell.journal_store import open_journal
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.shell.journal_store import open_journal
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLE = REPO / "examples" / "tables" / "breaker.yaml"

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Journal, Scheduler, Table
-from controller.engine.journal import JournalIOError
-from controller.shell.journal_store import open_journal
-from controller.shell.journal_writer import JournalWriter, Retention, WalSyncer
+from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.engine.journal import JournalIOError
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.journal_writer import JournalWriter, Retention, WalSyncer
 from tests.support.smallfs import fill, small_tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
@@ -344,7 +344,7 @@ def test_step_commits_are_fsynced_by_the_syncer_not_the_caller(tmp_path, table):
 def test_status_output_never_blocks_on_a_stream_nobody_reads():
     """A pipe whose reader never reads fills after 64 KiB; the writer thread blocks there,
     the caller does not: later lines are dropped and counted."""
-    from controller.shell.output_pump import LinePump
+    from goosectl.controller.shell.output_pump import LinePump
 
     r, w = os.pipe()
     stream = os.fdopen(w, "w")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.engine import RejectedEvent, Table
-from controller.engine.layers import (
+from goosectl.controller.engine import RejectedEvent, Table
+from goosectl.controller.engine.layers import (
     LayerStack,
     flow_spec,
     host_spec,

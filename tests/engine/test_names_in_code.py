@@ -12,7 +12,7 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from controller.engine import Table, layers
+from goosectl.controller.engine import Table, layers
 from tests.support.peers import REPO
 
 PRODUCT = ("controller", "firmware_sim")

@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from controller.engine import RejectedEvent, Table
-from controller.engine.spec import MachineSpec
+from goosectl.controller.engine import RejectedEvent, Table
+from goosectl.controller.engine.spec import MachineSpec
 
 SPEC = MachineSpec.model_validate(
     {

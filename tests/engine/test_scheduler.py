@@ -10,22 +10,22 @@ from typing import Any
 
 import pytest
 
-from controller.agent.host import AgentBay
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.engine import Registry, RunawayError, Scheduler, Table
-from controller.engine.effects import Effect, Raise
-from controller.engine.spec import MachineSpec
-from controller.link import effects as link_effects
-from controller.link.core import LinkCore
-from controller.logic.core import BayController
-from controller.logic.effects import DeviceCommand, InputChanged
-from controller.replay.virtual_wire import VirtualWire
-from controller.shell.journal_store import open_journal
-from firmware_sim import effects as board_effects
-from firmware_sim.core import INJECTIONS, Firmware
+from goosectl.controller.agent.host import AgentBay
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine import Registry, RunawayError, Scheduler, Table
+from goosectl.controller.engine.effects import Effect, Raise
+from goosectl.controller.engine.spec import MachineSpec
+from goosectl.controller.link import effects as link_effects
+from goosectl.controller.link.core import LinkCore
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.effects import DeviceCommand, InputChanged
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.firmware_sim import effects as board_effects
+from goosectl.firmware_sim.core import INJECTIONS, Firmware
 
 REG = Registry("scheduler_test")
 

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from controller.agent.service import TABLE as SESSION_TABLE
-from controller.agent.service import AgentService, SessionFields, SessionStates
-from controller.engine import Table, TableError
-from controller.engine.names import Fields, States
-from controller.goose.publisher import PublisherFields, load_table
-from controller.link.core import HERE as LINK_TABLES
-from controller.link.core import CommandFields, LinkStates, load_tables
+from goosectl.controller.agent.service import TABLE as SESSION_TABLE
+from goosectl.controller.agent.service import AgentService, SessionFields, SessionStates
+from goosectl.controller.engine import Table, TableError
+from goosectl.controller.engine.names import Fields, States
+from goosectl.controller.goose.publisher import PublisherFields, load_table
+from goosectl.controller.link.core import HERE as LINK_TABLES
+from goosectl.controller.link.core import CommandFields, LinkStates, load_tables
 
 TABLE = """
 name: lamp

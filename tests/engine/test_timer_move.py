@@ -1,7 +1,7 @@
 """`TimerHeap.move`: a deadline pushed back on every input without a heap push per input
 (the GOOSE stream's TAL), yet firing exactly once, at the last deadline it was given."""
 
-from controller.engine import TimerHeap
+from goosectl.controller.engine import TimerHeap
 
 
 def test_moved_later_fires_once_at_the_new_deadline_with_the_new_payload():

@@ -1,4 +1,4 @@
-from controller.engine import TimerHeap, VirtualClock
+from goosectl.controller.engine import TimerHeap, VirtualClock
 
 
 def test_due_timers_fire_in_time_order_with_stable_ties():

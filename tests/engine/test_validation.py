@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.engine import Registry, Table, TableError
-from controller.engine.layers import workflow_spec
+from goosectl.controller.engine import Registry, Table, TableError
+from goosectl.controller.engine.layers import workflow_spec
 from tests.support.procs import goosectl
 
 from .conftest import BASE, findings

@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.netns import Namespace
-from protocols.ethernet.pcap import read_capture
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.lab.netns import Namespace
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.lines import Lines
 from tests.support.peers import CAPTURES
 
@@ -156,7 +156,7 @@ class Listener:
     @classmethod
     def start(cls, ns: Namespace, iface: str, *args: str) -> Listener:
         proc = ns.popen(
-            [sys.executable, "-u", "-m", "controller", "listen", "--iface", iface, *args, "--json"],
+            [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", iface, *args, "--json"],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,

@@ -7,8 +7,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from lab.netns import Namespace, NetLab, Veth
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.lab.netns import Namespace, NetLab, Veth
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.netns import netlab_fixture
 
 netlab = netlab_fixture()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import selectors
 
-from protocols.ethernet.rawsock import RawSocket, RxFrame
+from goosectl.protocols.ethernet.rawsock import RawSocket, RxFrame
 
 GROUP_A = bytes.fromhex("010ccd010001")
 GROUP_B = bytes.fromhex("010ccd010002")

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import read_capture
+from goosectl.protocols.ethernet.pcap import read_capture
 from tests.ethernet.burst import MmsgSender, capture_frames
 from tests.support.lines import Lines
 from tests.support.peers import CAPTURES
@@ -41,7 +41,7 @@ class Capturer:
 
     def __init__(self, ns, *args: str) -> None:
         self.proc = ns.popen(
-            [sys.executable, "-u", "-m", "controller", "capture", *args],
+            [sys.executable, "-u", "-m", "goosectl", "capture", *args],
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -156,7 +156,7 @@ def test_a_and_b_go_into_one_file_as_two_interfaces(netlab, tmp_path) -> None:
     netlab.veth(left, right, a="tb", b="rb")
     out = tmp_path / "ab.pcapng"
     cap = Capturer(right, "--iface", "ra", "--iface-b", "rb", "-w", str(out), "-c", "20")
-    from protocols.ethernet.rawsock import RawSocket
+    from goosectl.protocols.ethernet.rawsock import RawSocket
 
     with left.entered():
         ta, tb = RawSocket("ta", timestamps=False), RawSocket("tb", timestamps=False)

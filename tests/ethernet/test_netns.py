@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from lab import netns
-from lab.netns import NetLab, cleanup_stale, ip, list_namespaces, netlab
+from goosectl.lab import netns
+from goosectl.lab.netns import NetLab, cleanup_stale, ip, list_namespaces, netlab
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root

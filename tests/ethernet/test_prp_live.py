@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.lines import Lines
 from tests.support.prp_sender import Scenario
 
@@ -33,7 +33,7 @@ def lans(netlab):
 
 def listen(right, *args: str) -> tuple[subprocess.Popen, Lines]:
     proc = right.popen(
-        [sys.executable, "-u", "-m", "controller", "listen", "--iface", "ra", "--iface-b", "rb",
+        [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", "ra", "--iface-b", "rb",
          "--json", *args],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -116,7 +116,7 @@ def test_with_prp_off_a_trailer_is_still_shown(lans) -> None:
 def test_kernel_mode_needs_a_prp_device(lans) -> None:
     """`--prp kernel` on a plain interface is refused, naming what to create."""
     _, right, _ = lans
-    done = right.run([sys.executable, "-m", "controller", "listen", "--iface", "ra", "--prp",
+    done = right.run([sys.executable, "-m", "goosectl", "listen", "--iface", "ra", "--prp",
                       "kernel", "--duration", "0.1"], check=False)  # fmt: skip
     assert done.returncode == 2
     assert "type hsr" in done.stderr and "proto 1" in done.stderr and "CONFIG_HSR" in done.stderr
@@ -132,7 +132,7 @@ def test_kernel_prp_device_carries_goosectl_frames(lans) -> None:
         pytest.skip(f"the kernel has no PRP device (needs CONFIG_HSR): {made.stderr.strip()}")
     right.ip("link", "set", "prp0", "up")
     proc = right.popen(
-        [sys.executable, "-u", "-m", "controller", "listen", "--iface", "prp0", "--prp",
+        [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", "prp0", "--prp",
          "kernel", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
     out = Lines(proc.stdout)
@@ -163,7 +163,7 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     left, right, _ = lans
     path = tmp_path / "prp.pcapng"
     cap = right.popen(
-        [sys.executable, "-u", "-m", "controller", "capture", "--iface", "ra", "--iface-b", "rb",
+        [sys.executable, "-u", "-m", "goosectl", "capture", "--iface", "ra", "--iface-b", "rb",
          "-w", str(path), "--filter", "prp"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )  # fmt: skip
@@ -171,7 +171,7 @@ def test_publish_native_sends_one_seqnr_on_both_lans_and_supervision(lans, tmp_p
     cap_out.wait_for_json(lambda x: x.get("event") == "capturing", "capturing")
     value = '[{"type":"boolean","value":true}]'
     pub = left.popen(
-        [sys.executable, "-u", "-m", "controller", "publish", "--iface", "ta", "--iface-b",
+        [sys.executable, "-u", "-m", "goosectl", "publish", "--iface", "ta", "--iface-b",
          "tb", "--gocbref", "PRPPUB/LLN0$GO$gcb1", "--appid", "0x3001", "--dst",
          "01:0c:cd:01:00:01", "--values", value, "--prp", "native", "--json",
          "--max-time", "200", "--duration", "1.5", *(["--vlan", vlan] if vlan else [])],
@@ -219,7 +219,7 @@ def test_replay_rebuilds_the_trailers_per_lan(lans, tmp_path, prp) -> None:
     LANs twice: with `--prp native` the trailers are this node's, LanId A on A and B on B,
     the second pass not taken for duplicates of the first; verbatim (`off`) the far LRE
     counts every B copy as a wrong LAN."""
-    from protocols.ethernet.pcap import PcapWriter
+    from goosectl.protocols.ethernet.pcap import PcapWriter
 
     left, right, _ = lans
     sc = Scenario(states=40).build()
@@ -229,7 +229,7 @@ def test_replay_rebuilds_the_trailers_per_lan(lans, tmp_path, prp) -> None:
             if a.port == "A":
                 w.write(a.frame, 1_000_000_000 + a.ns)
     proc, out = listen(right, "--prp", "native")
-    done = left.run([sys.executable, "-m", "controller", "replay", str(path), "--iface", "ta",
+    done = left.run([sys.executable, "-m", "goosectl", "replay", str(path), "--iface", "ta",
                      "--iface-b", "tb", "--pps", "2000", "--loop", "2", "--continue-stnum",
                      "--continue-wait", "0.1", "--prp", prp], check=False)  # fmt: skip
     assert done.returncode == 0, done.stderr
@@ -258,7 +258,7 @@ def test_two_goosectl_nodes_see_each_other_as_danp(lans) -> None:
     proc, out = listen(right, "--prp", "native")
     value = '[{"type":"boolean","value":true}]'
     pub = left.popen(
-        [sys.executable, "-u", "-m", "controller", "publish", "--iface", "ta", "--iface-b",
+        [sys.executable, "-u", "-m", "goosectl", "publish", "--iface", "ta", "--iface-b",
          "tb", "--gocbref", "PRPPUB/LLN0$GO$gcb1", "--appid", "0x3001", "--dst",
          "01:0c:cd:01:00:01", "--values", value, "--prp", "native", "--max-time", "200",
          "--duration", "1.5"],

@@ -12,14 +12,14 @@ import time
 
 import pytest
 
-from lab.netns import vlan_supported
-from protocols.ethernet.rawsock import (
+from goosectl.lab.netns import vlan_supported
+from goosectl.protocols.ethernet.rawsock import (
     FrameSizeError,
     LinkDownError,
     RawSocket,
     RawSocketPermissionError,
 )
-from protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
+from goosectl.protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
 from tests.ethernet.frames import GROUP_A, GROUP_B, frame, labels, read_until
 from tests.support.peers import REPO, require_binary, require_kernel_feature
 
@@ -219,7 +219,7 @@ def test_vlan_subinterface_traffic_arrives_tagged_on_parent(wire) -> None:
 
 
 _OPEN_LO = (
-    "from protocols.ethernet.rawsock import RawSocket, RawSocketPermissionError\n"
+    "from goosectl.protocols.ethernet.rawsock import RawSocket, RawSocketPermissionError\n"
     "try:\n"
     "    RawSocket('lo')\n"
     "except RawSocketPermissionError as exc:\n"

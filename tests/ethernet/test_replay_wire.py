@@ -13,8 +13,8 @@ from dataclasses import replace
 
 import pytest
 
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import decode_frame, encode_frame, parse_header
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import decode_frame, encode_frame, parse_header
 from tests.ethernet.burst import Listener
 from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.peers import CAPTURES, require_iec61850

@@ -15,9 +15,9 @@ import time
 
 import pytest
 
-from protocols.ethernet.rawsock import LinkDownError, RawSocket
-from protocols.ethernet.ring import RingSpec
-from protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
+from goosectl.protocols.ethernet.rawsock import LinkDownError, RawSocket
+from goosectl.protocols.ethernet.ring import RingSpec
+from goosectl.protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
 from tests.ethernet.burst import MmsgSender
 from tests.ethernet.frames import GROUP_A, GROUP_B, frame, read_until
 
@@ -171,7 +171,7 @@ def test_ring_socket_reports_link_down(wire, spec: RingSpec) -> None:
 
 _NO_MAP = """
 import resource, select, sys
-from protocols.ethernet.rawsock import RawSocket, RingSpec
+from goosectl.protocols.ethernet.rawsock import RawSocket, RingSpec
 # leave room for Python, not for a 16 MiB ring: mmap() of the ring fails with ENOMEM
 size = int(open('/proc/self/statm').read().split()[0]) * resource.getpagesize()
 resource.setrlimit(resource.RLIMIT_AS, (size + 8 * 2**20, size + 8 * 2**20))

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.goose import RxRingCfg
-from controller.config.load import load_config
-from controller.engine.journal import Journal
-from controller.logic.core import BayController
-from controller.shell.journal_store import open_journal
-from controller.shell.live_bay import BayLive
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.goose import RxRingCfg
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine.journal import Journal
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.live_bay import BayLive
 from tests.ethernet.burst import MmsgSender
 from tests.ethernet.frames import frame
 from tests.support.lines import Lines
@@ -40,7 +40,7 @@ def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController
 
 
 def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> None:
-    caplog.set_level(logging.WARNING, logger="controller.shell")
+    caplog.set_level(logging.WARNING, logger="goosectl.controller.shell")
     journal = open_journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal, RxRingCfg(frames=20, block_kib=4))
     with wire.right.entered():
@@ -92,7 +92,7 @@ def run_a_burst_into_a_tiny_ring(wire, tmp_path, *extra: str) -> tuple[subproces
     cfg.write_text(yaml.safe_dump(raw))
     state = tmp_path / "state"
     proc = wire.right.popen(
-        [sys.executable, "-u", "-m", "controller", "run", "--config", str(cfg),
+        [sys.executable, "-u", "-m", "goosectl", "run", "--config", str(cfg),
          "--iface", wire.veth.b, "--port", "loop://", "--state", str(state),
          "--control", str(tmp_path / "ctl.sock"), *extra],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
@@ -151,7 +151,7 @@ def test_goosectl_run_log_json_says_the_drop_as_json_records(wire, tmp_path) -> 
         )
         assert (crossed["level"], crossed["logger"], crossed["active"]) == (
             "warning",
-            "controller.shell",
+            "goosectl.controller.shell",
             True,
         )
         assert (crossed["side"], crossed["iface"]) == ("A", wire.veth.b)

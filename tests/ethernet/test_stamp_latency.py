@@ -5,8 +5,8 @@ not counted."""
 
 from __future__ import annotations
 
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
 from tests.goose.helpers import raw_frame
 from tests.support.netns import live_on_veth
 

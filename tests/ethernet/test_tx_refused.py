@@ -13,11 +13,11 @@ import time
 
 import pytest
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from controller.shell.goose_live import LiveGoose
-from protocols.ethernet.rawsock import RawSocket, TxQueueFullError
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.protocols.ethernet.rawsock import RawSocket, TxQueueFullError
 from tests.ethernet.frames import GROUP_A, frame
 from tests.support.peers import require_binary
 

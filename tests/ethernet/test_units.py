@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from protocols.ethernet import bpf
-from protocols.ethernet.mac import MacError, format_mac, is_multicast, parse_mac
-from protocols.ethernet.rawsock import UnknownInterfaceError, interface_index
-from protocols.ethernet.ring import RingSpec, RingSpecError, mac_offset
-from protocols.ethernet.vlan import (
+from goosectl.protocols.ethernet import bpf
+from goosectl.protocols.ethernet.mac import MacError, format_mac, is_multicast, parse_mac
+from goosectl.protocols.ethernet.rawsock import UnknownInterfaceError, interface_index
+from goosectl.protocols.ethernet.ring import RingSpec, RingSpecError, mac_offset
+from goosectl.protocols.ethernet.vlan import (
     TPID_STAG,
     VlanError,
     VlanTag,
@@ -179,7 +179,7 @@ def test_ring_spec_errors_name_the_field(kw: dict, message: str) -> None:
 def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
     from pydantic import ValidationError
 
-    from controller.config.goose import GooseConfig
+    from goosectl.controller.config.goose import GooseConfig
 
     with pytest.raises(ValidationError, match="block_kib: 3 is not a power of two"):
         GooseConfig(rx_ring={"block_kib": 3})
@@ -192,8 +192,8 @@ def test_ring_config_errors_name_the_field_and_off_means_no_ring() -> None:
 
 
 def test_a_kernel_drop_is_a_timeline_line_and_an_anomaly() -> None:
-    from controller.goose.effects import RxDrops
-    from controller.report.bay_report import Timeline
+    from goosectl.controller.goose.effects import RxDrops
+    from goosectl.controller.report.bay_report import Timeline
 
     timeline = Timeline(0)
     timeline.add(1_500_000_000, RxDrops("A", "eth0", 12, 12, 100, 1, 88))

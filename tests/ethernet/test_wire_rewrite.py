@@ -3,9 +3,9 @@ across loops, ``t`` moved with its quality kept, the source MAC, a bad frame pas
 
 from __future__ import annotations
 
-from controller.replay.wire_rewrite import WireRewrite, next_count
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import decode_frame
+from goosectl.controller.replay.wire_rewrite import WireRewrite, next_count
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import decode_frame
 from tests.support.peers import CAPTURES
 
 GE = [f.data for f in read_capture(CAPTURES / "iti_GOOSE.pcap")]

@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from controller.fleet.store import Store
+from goosectl.controller.fleet.store import Store
 from tests.support.peers import REPO
 from tests.support.procs import Sim, goosectl, goosectl_argv, start_run, wait_running
 

@@ -16,8 +16,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from controller.fleet import cluster
-from controller.fleet.cluster import free_port, mqtt_roundtrip, wait_port
+from goosectl.controller.fleet import cluster
+from goosectl.controller.fleet.cluster import free_port, mqtt_roundtrip, wait_port
 from tests.support.peers import require_binary
 
 __all__ = ["Mosquitto", "NatsCluster", "Postgres", "free_port", "mqtt_roundtrip", "wait_port"]

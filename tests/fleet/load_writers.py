@@ -14,10 +14,10 @@ import sys
 import time
 from pathlib import Path
 
-from controller.engine import Scheduler, Table
-from controller.shell.journal_clock import anchor
-from controller.shell.journal_store import open_journal
-from controller.shell.journal_writer import JournalWriter, Retention
+from goosectl.controller.engine import Scheduler, Table
+from goosectl.controller.shell.journal_clock import anchor
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.journal_writer import JournalWriter, Retention
 
 TOGGLE = """
 name: toggle

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.fleet.store import Store
+from goosectl.controller.fleet.store import Store
 from tests.fleet.bays import spawn, start_collector, wait_until
 from tests.fleet.brokers import NatsCluster
 from tests.support.peers import REPO

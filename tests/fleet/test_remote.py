@@ -13,9 +13,9 @@ from pathlib import Path
 import jsonschema
 import paho.mqtt.client as paho
 
-from controller.fleet import topics
-from controller.fleet.remote import call
-from controller.shell.control import request
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.remote import call
+from goosectl.controller.shell.control import request
 from tests.fleet.bays import Bay, wait_until
 from tests.fleet.brokers import Mosquitto
 from tests.support.peers import REPO

@@ -9,13 +9,13 @@ import threading
 import time
 from pathlib import Path
 
-from controller.config.uplink import UplinkCfg
-from controller.fleet.collector import Collector
-from controller.fleet.source import Checkpoint, held_from, save_checkpoint
-from controller.fleet.store import Store
-from controller.fleet.uplink import Uplink
-from controller.shell.journal_store import open_journal
-from controller.shell.journal_writer import JournalWriter, Retention
+from goosectl.controller.config.uplink import UplinkCfg
+from goosectl.controller.fleet.collector import Collector
+from goosectl.controller.fleet.source import Checkpoint, held_from, save_checkpoint
+from goosectl.controller.fleet.store import Store
+from goosectl.controller.fleet.uplink import Uplink
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.controller.shell.journal_writer import JournalWriter, Retention
 from tests.engine.test_journal_writer import drive, feed
 from tests.engine.test_journal_writer import table as table
 from tests.fleet.bays import wait_until

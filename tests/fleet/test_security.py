@@ -13,12 +13,12 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 
-from controller.config.uplink import UplinkCfg
-from controller.fleet import topics
-from controller.fleet.collector import Collector
-from controller.fleet.mqtt import make_client, parse_broker
-from controller.fleet.store import Store
-from controller.fleet.uplink import Uplink
+from goosectl.controller.config.uplink import UplinkCfg
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.collector import Collector
+from goosectl.controller.fleet.mqtt import make_client, parse_broker
+from goosectl.controller.fleet.store import Store
+from goosectl.controller.fleet.uplink import Uplink
 from tests.fleet.bays import wait_until
 from tests.fleet.brokers import Mosquitto, NatsCluster
 from tests.fleet.tls import make_ca, make_server_cert, open_dir

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.fleet import topics
-from controller.fleet.collector import Collector
-from controller.fleet.store import Store
-from controller.fleet.view import fleet_rows
+from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.collector import Collector
+from goosectl.controller.fleet.store import Store
+from goosectl.controller.fleet.view import fleet_rows
 from tests.fleet.brokers import Postgres
 
 

@@ -8,17 +8,17 @@ from typing import Any
 
 import yaml
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.demo.scenario import CILO, EPOCH, SCADA, publishers_config
-from controller.engine import Journal
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from controller.logic.core import BayController
-from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
-from controller.replay.virtual_wire import VirtualWire
-from firmware_sim.core import Firmware
-from protocols.goose import Boolean, Quality, decode_frame
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.demo.scenario import CILO, EPOCH, SCADA, publishers_config
+from goosectl.controller.engine import Journal
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.goose import Boolean, Quality, decode_frame
 
 MS = 1_000_000
 S = 1000 * MS

@@ -8,8 +8,8 @@ import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
-from protocols.ethernet.pcap import PcapWriter, read_capture
-from protocols.goose import BitString, GooseFrame, Quality, decode_frame, encode_frame
+from goosectl.protocols.ethernet.pcap import PcapWriter, read_capture
+from goosectl.protocols.goose import BitString, GooseFrame, Quality, decode_frame, encode_frame
 
 S = 1_000_000_000
 PROT_APPID = 0x1001

@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from controller.goose.publisher import REPLAY_SRC
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import parse_header
+from goosectl.controller.goose.publisher import REPLAY_SRC
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import parse_header
 from tests.gates.rewrite import CILO_APPID, ROWS, frames_of, rewrite, without, write
 from tests.support.procs import goosectl
 

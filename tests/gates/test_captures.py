@@ -8,11 +8,11 @@ import dataclasses
 
 import pytest
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import FrameClassified
-from controller.goose.hub import GooseHub
-from controller.replay.goose_replay import capture_frames
-from protocols.goose import decode_frame, encode_frame
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.replay.goose_replay import capture_frames
+from goosectl.protocols.goose import decode_frame, encode_frame
 from tests.support.peers import CAPTURES, capture_files
 
 SAMPLE = CAPTURES / "iti_Sample_File_GOOSE.pcap"

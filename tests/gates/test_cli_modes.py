@@ -39,7 +39,7 @@ def test_mode_and_status_against_a_serving_demo(tmp_path):
     sock = tmp_path / "demo.sock"
     out = tmp_path / "d"
     demo = subprocess.Popen(
-        [sys.executable, "-m", "controller", "demo", "--in-memory", "--out", str(out),
+        [sys.executable, "-m", "goosectl", "demo", "--in-memory", "--out", str(out),
          "--serve", "60", "--control", str(sock)],
         cwd=REPO,
         stdout=subprocess.PIPE,

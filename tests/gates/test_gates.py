@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config.goose import GooseConfig
-from controller.engine import Journal
-from controller.goose.effects import FrameClassified, LgosView
-from controller.goose.hub import GooseHub
-from protocols.goose import Boolean, GooseFrame, UtcTime, encode_frame
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.engine import Journal
+from goosectl.controller.goose.effects import FrameClassified, LgosView
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import Boolean, GooseFrame, UtcTime, encode_frame
 
 MS = 1_000_000
 GOCB = "IED1LD0/LLN0$GO$trip"

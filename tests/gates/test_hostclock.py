@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config.goose import PublisherCfg
-from controller.shell.hostclock import STA_UNSYNC, TIME_ERROR, quality_of, read_clock
-from protocols.goose import time_quality
+from goosectl.controller.config.goose import PublisherCfg
+from goosectl.controller.shell.hostclock import STA_UNSYNC, TIME_ERROR, quality_of, read_clock
+from goosectl.protocols.goose import time_quality
 
 
 @pytest.mark.parametrize(

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.demo.scenario import CILO
-from controller.engine import Journal
-from controller.logic.core import BayController
-from protocols.goose import Dbpos, Quality
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.demo.scenario import CILO
+from goosectl.controller.engine import Journal
+from goosectl.controller.logic.core import BayController
+from goosectl.protocols.goose import Dbpos, Quality
 
 from .bay import Bay, config
 
@@ -210,12 +210,12 @@ def test_a_controller_configured_in_test_mode_starts_in_it():
 
 def test_an_agent_device_command_is_withheld_too(tmp_path):
     """test-blocked and off keep every command from the device, the agent's included."""
-    from controller.agent.host import AgentBay
-    from controller.agent.planner import FolderPlanner
-    from controller.agent.service import AgentService
-    from controller.logic.effects import CommandWithheld
-    from controller.replay.virtual_wire import VirtualWire
-    from firmware_sim.core import Firmware
+    from goosectl.controller.agent.host import AgentBay
+    from goosectl.controller.agent.planner import FolderPlanner
+    from goosectl.controller.agent.service import AgentService
+    from goosectl.controller.logic.effects import CommandWithheld
+    from goosectl.controller.replay.virtual_wire import VirtualWire
+    from goosectl.firmware_sim.core import Firmware
 
     (tmp_path / "poke.yaml").write_text(
         "name: poke\nstart: trip\nsteps:\n"

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.netns import netlab
+from goosectl.lab.netns import netlab
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -27,13 +27,13 @@ SECRET = bytes(range(1, 33))
 
 PEER = """
 import select, sys, time
-from controller.config.goose import GooseConfig
-from controller.config.keys import load_keys
-from controller.demo.scenario import CILO, PROT, SCADA, publishers_config
-from controller.goose.hub import GooseHub
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import BitString, Boolean, decode_frame, encode_frame
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import load_keys
+from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
 
 iface, keyfile = sys.argv[1], sys.argv[2]
 keys = load_keys(keyfile)
@@ -101,7 +101,7 @@ while True:
 
 
 def _config(keys: Path) -> object:
-    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     for sub in data["goose"]["subscriptions"]:
@@ -113,12 +113,12 @@ def _config(keys: Path) -> object:
 
 def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
     require_root()
-    from controller.config.keys import load_keys
-    from controller.demo.live import DeviceThread
-    from controller.logic.core import BayController
-    from controller.logic.effects import DeviceCommand
-    from controller.shell.keys import KeyService
-    from controller.shell.live_bay import BayLive
+    from goosectl.controller.config.keys import load_keys
+    from goosectl.controller.demo.live import DeviceThread
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.logic.effects import DeviceCommand
+    from goosectl.controller.shell.keys import KeyService
+    from goosectl.controller.shell.live_bay import BayLive
 
     now = time.time_ns()
     keys = write_keys(

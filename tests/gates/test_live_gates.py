@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from lab.netns import netlab
+from goosectl.lab.netns import netlab
 from tests.support import procs
 from tests.support.peers import require_iec61850, require_root
 
@@ -36,10 +36,10 @@ DST = "01:0c:cd:01:00:01"
 
 PEER = """
 import sys, time
-from lab.iec61850_peer import Publisher
-from controller.shell.goose_live import interface_mac
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, BitString, GooseFrame, UtcTime, encode_frame
+from goosectl.lab.iec61850_peer import Publisher
+from goosectl.controller.shell.goose_live import interface_mac
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, BitString, GooseFrame, UtcTime, encode_frame
 
 iface = sys.argv[1]
 common = dict(appid=0x1001, dst=bytes.fromhex("010ccd010001"), use_vlan=False,
@@ -94,7 +94,7 @@ real.close()
 def listen(ns, iface: str, cfg: Path) -> subprocess.Popen:
     """`goosectl listen --json` once its sockets are open; SIGTERM stops it."""
     proc = ns.popen(
-        [sys.executable, "-u", "-m", "controller", "listen", "--iface", iface, "--config",
+        [sys.executable, "-u", "-m", "goosectl", "listen", "--iface", iface, "--config",
          str(cfg), "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -172,12 +172,12 @@ def test_listen_refuses_each_rule_and_reports_lgos_changes(tmp_path):
 
 SUBSTATION = """
 import select, sys, time
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
-from lab.iec61850_peer import Publisher
-from controller.demo.scenario import CILO, SCADA, publishers_config
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import Boolean, parse_header
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.lab.iec61850_peer import Publisher
+from goosectl.controller.demo.scenario import CILO, SCADA, publishers_config
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import Boolean, parse_header
 
 iface = sys.argv[1]
 common = dict(appid=0x1001, dst=bytes.fromhex("010ccd010001"), vlan_id=10, vlan_prio=6,
@@ -286,12 +286,12 @@ class LiveController:
     socket served by its loop; the breaker simulator on a pty."""
 
     def __init__(self, lab, sock: Path) -> None:
-        from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-        from controller.config.load import load_config
-        from controller.demo.live import DeviceThread
-        from controller.logic.core import BayController
-        from controller.shell.control import ControlServer, controller_ops
-        from controller.shell.live_bay import BayLive
+        from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+        from goosectl.controller.config.load import load_config
+        from goosectl.controller.demo.live import DeviceThread
+        from goosectl.controller.logic.core import BayController
+        from goosectl.controller.shell.control import ControlServer, controller_ops
+        from goosectl.controller.shell.live_bay import BayLive
 
         self.sub, self.ctl = lab.namespace(), lab.namespace()
         self.veth = lab.veth(self.sub, self.ctl, a="net0", b="net0")
@@ -328,7 +328,7 @@ class LiveController:
         self.wait("close the breaker", lambda: self.bay.bay.state == "closed")
 
     def refused_input(self, reason: str) -> None:
-        from controller.logic.effects import InputChanged
+        from goosectl.controller.logic.effects import InputChanged
 
         self.wait(
             f"refuse an input ({reason})",
@@ -339,8 +339,8 @@ class LiveController:
 def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_path):
     require_root()
     require_iec61850()
-    from controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
-    from controller.shell.hostclock import host_time_quality
+    from goosectl.controller.logic.effects import CommandWithheld, DeviceCommand, InputChanged
+    from goosectl.controller.shell.hostclock import host_time_quality
 
     sock = tmp_path / "ctl.sock"
     with netlab() as lab:
@@ -396,8 +396,8 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
 def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(tmp_path):
     require_root()
     require_iec61850()
-    from controller.logic.effects import CommandWithheld, DeviceCommand
-    from protocols.goose import Dbpos
+    from goosectl.controller.logic.effects import CommandWithheld, DeviceCommand
+    from goosectl.protocols.goose import Dbpos
 
     sock = tmp_path / "ctl.sock"
     with netlab() as lab:

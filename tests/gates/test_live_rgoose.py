@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lab.netns import netlab
+from goosectl.lab.netns import netlab
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -28,15 +28,15 @@ GROUP, PORT = "239.192.0.7", 102
 
 PEER = """
 import select, socket, sys, time
-from controller.config.goose import GooseConfig
-from controller.config.keys import load_keys
-from controller.demo.scenario import CILO, PROT, SCADA, publishers_config
-from controller.goose.hub import GooseHub
-from controller.shell.rgoose_live import RgoosePublisher, open_socket
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import BitString, Boolean, decode_frame, encode_frame
-from protocols.goose.security import ALGORITHMS, MacKey
-from protocols.rgoose import apdu_of_frame, encode
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import load_keys
+from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.rgoose_live import RgoosePublisher, open_socket
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from goosectl.protocols.goose.security import ALGORITHMS, MacKey
+from goosectl.protocols.rgoose import apdu_of_frame, encode
 
 iface, keyfile, group, port, local = sys.argv[1:6]
 keys = load_keys(keyfile)
@@ -97,7 +97,7 @@ while True:
 
 
 def _config(keys: Path, iface_addr: str) -> object:
-    from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 
     data = yaml.safe_load(DEFAULT_CONFIG.read_text())
     for sub in data["goose"]["subscriptions"]:
@@ -119,12 +119,12 @@ def _keys(tmp: Path) -> Path:
 
 def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path):
     require_root()
-    from controller.config.keys import load_keys
-    from controller.demo.live import DeviceThread
-    from controller.logic.core import BayController
-    from controller.logic.effects import DeviceCommand
-    from controller.shell.live_bay import BayLive
-    from controller.shell.rgoose_live import attach_subscriptions
+    from goosectl.controller.config.keys import load_keys
+    from goosectl.controller.demo.live import DeviceThread
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.logic.effects import DeviceCommand
+    from goosectl.controller.shell.live_bay import BayLive
+    from goosectl.controller.shell.rgoose_live import attach_subscriptions
 
     keys = _keys(tmp_path)
     cfg = _config(keys, "10.77.0.2")
@@ -203,13 +203,13 @@ def test_listen_and_publish_rgoose_over_unicast_loopback(tmp_path):
         ns = lab.namespace()
         ns.ip("link", "set", "lo", "up")
         listen = ns.popen(
-            [sys.executable, "-m", "controller", "listen", "--rgoose", "127.0.0.1:102",
+            [sys.executable, "-m", "goosectl", "listen", "--rgoose", "127.0.0.1:102",
              "--keys", str(keys), "--json", "--duration", "4"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         assert '"listening"' in listen.stdout.readline()
         pub = ns.popen(
-            [sys.executable, "-m", "controller", "publish", "--rgoose", "127.0.0.1",
+            [sys.executable, "-m", "goosectl", "publish", "--rgoose", "127.0.0.1",
              "--keys", str(keys), "--key-id", "7", "--gocbref", "IED1LD0/LLN0$GO$trip",
              "--appid", "0x1010", "--dst", "01:0c:cd:01:00:10", "--max-time", "200",
              "--duration", "2",

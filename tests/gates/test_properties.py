@@ -13,10 +13,18 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.goose.effects import FrameClassified
-from controller.logic.core import BayController
-from controller.logic.effects import DeviceCommand
-from protocols.goose import BitString, Boolean, GooseFrame, Quality, UtcTime, Vlan, encode_frame
+from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.effects import DeviceCommand
+from goosectl.protocols.goose import (
+    BitString,
+    Boolean,
+    GooseFrame,
+    Quality,
+    UtcTime,
+    Vlan,
+    encode_frame,
+)
 
 from .bay import config
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import FrameClassified, SendFrame, StreamState
-from controller.goose.hub import GooseHub
-from protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import FrameClassified, SendFrame, StreamState
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime
 
 MS = 1_000_000
 GOCB = "IED1LD0/LLN0$GO$trip"

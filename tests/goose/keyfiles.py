@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from controller.config.keys import KeyFile, load_keys
+from goosectl.controller.config.keys import KeyFile, load_keys
 
 S = 1_000_000_000
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
 
 from .helpers import DST, GOCB, MS, UTC0, bools, frames, publisher, states, verdicts
 

@@ -9,12 +9,12 @@ from typing import Any
 
 import pytest
 
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile
-from controller.goose.auth import EVENT_EVERY_NS, SecurityEvent
-from controller.goose.effects import StreamState
-from controller.goose.hub import GooseHub
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.goose.auth import EVENT_EVERY_NS, SecurityEvent
+from goosectl.controller.goose.effects import StreamState
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
 from tests.goose.helpers import (
     DST,
     GOCB,

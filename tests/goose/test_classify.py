@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from controller.goose.classify import classify_sequence, st_delta
+from goosectl.controller.goose.classify import classify_sequence, st_delta
 
 from .helpers import GOCB, MS, raw_frame, states, subscriber, verdicts
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import FrameClassified, StreamState
-from controller.goose.hub import GooseHub
-from controller.shell.journal_store import open_journal
-from protocols.goose import (
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import FrameClassified, StreamState
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.protocols.goose import (
     Boolean,
     GooseFrame,
     Quality,

@@ -3,11 +3,11 @@ effect from the next frame, a bad one is refused with the keys alarm and the old
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
-from controller.shell.control_log import ControlLog
-from controller.shell.keys import KeyService
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.control_log import ControlLog
+from goosectl.controller.shell.keys import KeyService
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 from tests.goose.helpers import DST, GOCB, raw_frame, verdicts
 from tests.goose.keyfiles import S, write_keys
 
@@ -26,7 +26,7 @@ def signed(st: int, key_id: int) -> bytes:
 
 
 def test_reload_good_then_bad_file(tmp_path) -> None:
-    from controller.config.keys import load_keys
+    from goosectl.controller.config.keys import load_keys
 
     path = write_keys(tmp_path, [entry(7)])
     cfg = GooseConfig.model_validate(

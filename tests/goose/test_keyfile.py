@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config.keys import load_keys
-from controller.config.validate import ConfigError
+from goosectl.controller.config.keys import load_keys
+from goosectl.controller.config.validate import ConfigError
 from tests.goose.keyfiles import S, write_keys
 
 T = 1_750_000_000 * S
@@ -91,7 +91,7 @@ def test_model_errors_name_file_and_field(tmp_path, entries, reason) -> None:
 def test_keys_check_lists_the_keys(tmp_path, capsys) -> None:
     import json
 
-    from controller.cli import main
+    from goosectl.controller.cli import main
 
     path = write_keys(tmp_path, [entry(), entry(key_id=8, chain="c")])
     assert main(["keys", "check", str(path)]) == 0
@@ -108,7 +108,7 @@ def test_keys_check_lists_the_keys(tmp_path, capsys) -> None:
 def test_a_policy_on_a_gocbref_the_gate_cannot_key_is_refused() -> None:
     from pydantic import ValidationError
 
-    from controller.config.goose import SubscriptionCfg
+    from goosectl.controller.config.goose import SubscriptionCfg
 
     long = "L" * 60 + "/LLN0$GO$" + "g" * 60
     with pytest.raises(ValidationError, match="at most 127 octets"):

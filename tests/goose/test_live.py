@@ -10,8 +10,8 @@ import time
 
 import pytest
 
-from lab.netns import netlab
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.lab.netns import netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.lines import Lines
 from tests.support.peers import require_binary, require_iec61850, require_root
@@ -27,7 +27,7 @@ def start_listener(ns, *args: str) -> tuple[subprocess.Popen, Lines]:
     """`goosectl listen --json` in `ns`, once it printed `listening` (its sockets are open:
     a frame sent from then on is queued for it). It runs until `stop_listener`."""
     proc = ns.popen(
-        [sys.executable, "-u", "-m", "controller", "listen", *args, "--json"],
+        [sys.executable, "-u", "-m", "goosectl", "listen", *args, "--json"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -64,7 +64,7 @@ def frame_line(st: int, cls: str):
 
 PEER_SEQUENCE = """
 import json, sys, time
-from lab.iec61850_peer import Publisher
+from goosectl.lab.iec61850_peer import Publisher
 p = Publisher(sys.argv[1], appid=0x1000, dst=bytes.fromhex("010ccd010001"), use_vlan=False,
               gocb_ref="PEER/LLN0$GO$trip", dataset="PEER/LLN0$ds", go_id="trip", tal_ms=800)
 v = lambda b: [{"type": "boolean", "value": b}]
@@ -134,7 +134,7 @@ def test_our_publisher_to_libiec61850_subscriber():
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "publish",
                 "--iface",
                 v.a,
@@ -207,7 +207,7 @@ def test_failover_live_no_state_change_lost_and_loss_reported():
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "publish",
                 "--iface",
                 va.a,
@@ -277,7 +277,7 @@ def test_without_cap_net_raw_listen_and_run_exit_2_saying_why():
 
 def test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on():
     """A defect behind one frame (here: a hub that raises) never stops the live loop."""
-    from controller.goose.hub import GooseHub
+    from goosectl.controller.goose.hub import GooseHub
     from tests.goose.helpers import raw_frame
     from tests.support.netns import live_on_veth
 

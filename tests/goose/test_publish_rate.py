@@ -5,11 +5,11 @@ crossing is one alarm and one journal row, the all-clear another."""
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.engine.effects import Alarm
-from controller.goose.hub import GooseHub
-from controller.shell.journal_store import open_journal
-from protocols.goose import decode_frame
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.engine.effects import Alarm
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.protocols.goose import decode_frame
 
 from .helpers import GOCB, MS, UTC0, bools, frames, pub_cfg, publisher
 

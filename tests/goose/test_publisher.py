@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from controller.engine import Machine
-from controller.goose.publisher_actions import PublishError, active_sides, next_num
-from controller.goose.schedule import interval_ms
-from protocols.goose import Integer, decode_frame
+from goosectl.controller.engine import Machine
+from goosectl.controller.goose.publisher_actions import PublishError, active_sides, next_num
+from goosectl.controller.goose.schedule import interval_ms
+from goosectl.protocols.goose import Integer, decode_frame
 
 from .helpers import GOCB, MS, UTC0, bools, frames, publisher
 
@@ -105,9 +105,9 @@ def test_sides_failover_and_failback():
 
 
 def test_config_errors_are_clear(tmp_path):
-    from controller.config.goose import GooseConfig
-    from controller.config.load import load_config
-    from controller.config.validate import ConfigError
+    from goosectl.controller.config.goose import GooseConfig
+    from goosectl.controller.config.load import load_config
+    from goosectl.controller.config.validate import ConfigError
 
     p = tmp_path / "cfg.yaml"
     p.write_text(
@@ -122,7 +122,7 @@ def test_config_errors_are_clear(tmp_path):
 
 
 def test_source_mac_the_interfaces_unless_configured_never_zeros():
-    from controller.goose.publisher import REPLAY_SRC
+    from goosectl.controller.goose.publisher import REPLAY_SRC
 
     hub = publisher()
     assert {decode_frame(f.data).src for f in frames(hub.start(0, UTC0))} == {REPLAY_SRC}
@@ -135,7 +135,7 @@ def test_source_mac_the_interfaces_unless_configured_never_zeros():
 
 
 def test_time_quality_is_what_the_shell_says_the_clock_is_worth():
-    from controller.goose.publisher import VIRTUAL_TIME_QUALITY
+    from goosectl.controller.goose.publisher import VIRTUAL_TIME_QUALITY
 
     hub = publisher()
     first = decode_frame(frames(hub.start(0, UTC0))[0].data)
@@ -163,7 +163,7 @@ def test_a_muted_publisher_sends_nothing_and_keeps_counting():
 
 
 def test_a_stnum_jump_wraps_as_stnum_does() -> None:
-    from controller.goose.publisher_actions import U32_MAX, next_num, skip_num
+    from goosectl.controller.goose.publisher_actions import U32_MAX, next_num, skip_num
 
     for n in (0, 1, 7, U32_MAX - 3, U32_MAX):
         for by in (1, 2, 5, 100):

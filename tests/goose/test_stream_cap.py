@@ -4,9 +4,9 @@ longest, every eviction is counted, and a stream that keeps sending is never evi
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.goose.hub import GooseHub
-from protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import Boolean, FrameTemplate, GooseFrame, UtcTime
 
 MS = 1_000_000
 T = UtcTime(1_700_000_000, 0, 0x0A)

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import struct
 
-from protocols.goose import Boolean, GooseFrame, Unsigned, UtcTime, encode_frame
-from protocols.goose.ber import encode_length, read_length
+from goosectl.protocols.goose import Boolean, GooseFrame, Unsigned, UtcTime, encode_frame
+from goosectl.protocols.goose.ber import encode_length, read_length
 
 GOCB = "IED1LD0/LLN0$GO$gcb"
 BASE = GooseFrame(

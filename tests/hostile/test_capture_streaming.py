@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main as goosectl
-from controller.replay.goose_replay import capture_frames
-from protocols.ethernet.pcap import PcapWriter, read_capture
-from protocols.goose import GooseFrame, OctetString, encode_frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.controller.replay.goose_replay import capture_frames
+from goosectl.protocols.ethernet.pcap import PcapWriter, read_capture
+from goosectl.protocols.goose import GooseFrame, OctetString, encode_frame
 from tests.hostile.frames import BASE, pcapng
 
 S = 1_000_000_000

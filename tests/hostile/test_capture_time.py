@@ -14,11 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main as goosectl
-from controller.replay.capture_clock import MAX_NS, CaptureClock, CaptureTimeError, TimeJump
-from controller.replay.goose_replay import capture_frames
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import GooseFrame, encode_frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.controller.replay.capture_clock import (
+    MAX_NS,
+    CaptureClock,
+    CaptureTimeError,
+    TimeJump,
+)
+from goosectl.controller.replay.goose_replay import capture_frames
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import GooseFrame, encode_frame
 from tests.hostile.frames import BASE, pcapng
 
 S = 1_000_000_000

@@ -14,14 +14,14 @@ from pathlib import Path
 
 import pytest
 
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.engine.effects import Alarm
-from controller.logic.core import BayController
-from controller.replay.virtual_wire import VirtualWire
-from firmware_sim.core import Firmware
-from protocols.goose import decode_frame
-from protocols.serial import messages as m
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.engine.effects import Alarm
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.goose import decode_frame
+from goosectl.protocols.serial import messages as m
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "controller" / "bay1.yaml"

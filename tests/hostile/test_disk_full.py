@@ -15,7 +15,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from controller.shell.control import ControlUnavailable, request
+from goosectl.controller.shell.control import ControlUnavailable, request
 from tests.support.procs import Sim, sim_counts, start_run, wait_running
 from tests.support.smallfs import fill, small_tmpfs
 

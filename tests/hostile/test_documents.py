@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.agent.planner import FolderPlanner
-from controller.agent.service import AgentService
-from controller.engine import Table, TableError
-from controller.engine.loader import LoaderLimits, parse_document
+from goosectl.controller.agent.planner import FolderPlanner
+from goosectl.controller.agent.service import AgentService
+from goosectl.controller.engine import Table, TableError
+from goosectl.controller.engine.loader import LoaderLimits, parse_document
 from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,12 +9,12 @@ import io
 import json
 from pathlib import Path
 
-from controller.cli import main as goosectl
-from controller.display import printable
-from controller.goose.hub import GooseHub
-from controller.report.goose_report import Reporter
-from protocols.ethernet.pcap import PcapWriter, read_capture
-from protocols.goose import Boolean, GooseFrame, MmsString, encode_frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.controller.display import printable
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.report.goose_report import Reporter
+from goosectl.protocols.ethernet.pcap import PcapWriter, read_capture
+from goosectl.protocols.goose import Boolean, GooseFrame, MmsString, encode_frame
 from tests.hostile.frames import BASE
 
 #: a second "frame line" inside a string, then ESC (clear screen), CR and a bidi override

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from protocols.goose import Boolean, GooseFrame, UtcTime, decode_frame, encode_frame
+from goosectl.protocols.goose import Boolean, GooseFrame, UtcTime, decode_frame, encode_frame
 from tests.gates.rewrite import PROT_APPID, S, frames_of, write
 from tests.support.procs import goosectl
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.engine import Table, TableError
+from goosectl.controller.engine import Table, TableError
 from tests.support.procs import goosectl
 
 REPO = Path(__file__).resolve().parents[2]
@@ -31,7 +31,7 @@ transitions:
 PLANTED = """\
 import pathlib
 pathlib.Path(__file__).with_name("ran-" + __name__).write_text("imported")
-from controller.engine.registry import Registry
+from goosectl.controller.engine.registry import Registry
 REGISTRY = Registry(__name__)
 REGISTRY.guard(lambda ctx, ev: True, name="planted_guard")
 """
@@ -88,7 +88,7 @@ def test_a_package_in_a_consented_folder_loads_with_its_own_imports(tmp_path):
     (pkg / "__init__.py").write_text("")
     (pkg / "helpers.py").write_text("def always(ctx, ev):\n    return True\n")
     (pkg / "actions.py").write_text(
-        "from controller.engine.registry import Registry\n"
+        "from goosectl.controller.engine.registry import Registry\n"
         "from myreg.helpers import always\n"
         "REGISTRY = Registry('myreg')\n"
         "REGISTRY.guard(always, name='planted_guard')\n"
@@ -120,7 +120,7 @@ def test_installed_registries_still_load(table, tmp_path):
     [
         ("../../etc/passwd", "is not a module name"),
         (".relative", "is not a module name"),
-        ("controller.engine.no_such_module", "cannot be imported"),
+        ("goosectl.controller.engine.no_such_module", "cannot be imported"),
         ("json", "has no REGISTRY"),
     ],
 )

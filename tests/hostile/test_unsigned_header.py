@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from controller.cli import main as goosectl
-from controller.goose.hub import GooseHub
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import (
+from goosectl.controller.cli import main as goosectl
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import (
     BadValue,
     GooseFrame,
     decode_frame,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import (
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import (
     BitString,
     Boolean,
     Quality,

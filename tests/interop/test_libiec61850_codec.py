@@ -19,10 +19,10 @@ from typing import Any
 import pytest
 from scapy.utils import RawPcapReader
 
-from lab.netns import Namespace, NetLab, netlab
-from protocols.ethernet.rawsock import RawSocket
-from protocols.ethernet.vlan import VlanTag
-from protocols.goose.data import (
+from goosectl.lab.netns import Namespace, NetLab, netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.ethernet.vlan import VlanTag
+from goosectl.protocols.goose.data import (
     Array,
     BinaryTime,
     BitString,
@@ -36,9 +36,9 @@ from protocols.goose.data import (
     Unsigned,
     VisibleString,
 )
-from protocols.goose.frame import GooseFrame, decode_frame, encode_frame
-from protocols.goose.header import Vlan
-from protocols.goose.utctime import UtcTime
+from goosectl.protocols.goose.frame import GooseFrame, decode_frame, encode_frame
+from goosectl.protocols.goose.header import Vlan
+from goosectl.protocols.goose.utctime import UtcTime
 from tests.ethernet.frames import read_until
 from tests.support.libiec61850_rx import start_primed_receiver
 from tests.support.peers import capture_files, require_iec61850, require_root
@@ -133,7 +133,7 @@ def link() -> Iterator[tuple[NetLab, Namespace, Namespace]]:
 
 def _publish(ns: Namespace, *args: str, datasets: list[list[dict[str, Any]]]) -> None:
     proc = ns.python_module(
-        "lab.iec61850_peer",
+        "goosectl.lab.iec61850_peer",
         "publish",
         "--iface",
         "peer0",
@@ -209,7 +209,7 @@ def test_untagged_publication_and_simulation_flag(link) -> None:
 @pytest.mark.root
 def test_libiec61850_publishes_mms_string_that_it_cannot_decode_but_we_can(link) -> None:
     _, ours, theirs = link
-    from lab.iec61850_peer import parse_with_libiec61850
+    from goosectl.lab.iec61850_peer import parse_with_libiec61850
 
     values = [{"type": "boolean", "value": True}, {"type": "mMSString", "value": "Schütz offen"}]
     with ours.entered():
@@ -285,7 +285,7 @@ def _capture_frames() -> list[tuple[str, int, bytes]]:
 
 def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
     require_iec61850()
-    from lab.iec61850_peer import LibIec61850Parser
+    from goosectl.lab.iec61850_peer import LibIec61850Parser
 
     compared = 0
     for name, i, raw in _capture_frames():
@@ -313,7 +313,7 @@ def test_libiec61850_and_our_decoder_agree_on_every_captured_frame() -> None:
 def test_libiec61850_misreports_vlan_priority() -> None:
     """The ITI demo capture is VLAN 10 with PCP 4; libiec61850 says 10 and 0."""
     require_iec61850()
-    from lab.iec61850_peer import parse_with_libiec61850
+    from goosectl.lab.iec61850_peer import parse_with_libiec61850
 
     demo = [raw for name, _, raw in _capture_frames() if name == "iti_GOOSE_DEMO.pcap"]
     assert demo, "iti_GOOSE_DEMO.pcap missing from the captures"
@@ -331,7 +331,7 @@ def test_libiec61850_misreports_vlan_priority() -> None:
 
 def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
     require_iec61850()
-    from lab.iec61850_peer import parse_with_libiec61850
+    from goosectl.lab.iec61850_peer import parse_with_libiec61850
 
     frame = GooseFrame(
         gocb_ref=GOCB, dat_set=DATSET, go_id=GOID, appid=1, dst=DST,
@@ -351,7 +351,7 @@ def test_libiec61850_cannot_decode_mms_string_that_we_encode() -> None:
 
 def test_arbitrary_bytes_do_not_crash_the_libiec61850_parser() -> None:
     require_iec61850()
-    from lab.iec61850_peer import LibIec61850Parser
+    from goosectl.lab.iec61850_peer import LibIec61850Parser
 
     parser = LibIec61850Parser()
     try:

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import PcapWriter
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose import GooseFrame, UtcTime, Vlan, encode_frame
-from protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose import GooseFrame, UtcTime, Vlan, encode_frame
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 from tests.codec.corpus import corpus_frames
 from tests.interop.test_libiec61850_codec import (
     ALL_TYPES,

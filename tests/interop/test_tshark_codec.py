@@ -21,9 +21,9 @@ from typing import Any
 
 import pytest
 
-from controller.cli import main as goosectl
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import encode_frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import encode_frame
 from tests.codec.corpus import corpus_frames
 from tests.support.peers import capture_files, require_tshark
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from controller.prp import Lre, LreConfig
-from protocols.ethernet.pcap import PcapWriter
+from goosectl.controller.prp import Lre, LreConfig
+from goosectl.protocols.ethernet.pcap import PcapWriter
 from tests.support.peers import require_tshark
 from tests.support.prp_sender import goose
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import GooseFrame, Integer, encode_frame
-from protocols.goose.utctime import UtcTime
-from protocols.rgoose import PORT, apdu_of_frame, encode
-from protocols.rgoose.udp import frame
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import GooseFrame, Integer, encode_frame
+from goosectl.protocols.goose.utctime import UtcTime
+from goosectl.protocols.rgoose import PORT, apdu_of_frame, encode
+from goosectl.protocols.rgoose.udp import frame
 from tests.rgoose.vectors import key
 from tests.support.peers import require_tshark
 

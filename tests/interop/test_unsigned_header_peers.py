@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import decode_frame
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import decode_frame
 from tests.hostile.frames import hostile
 from tests.interop.test_tshark_codec import _field, _int, _pdml
 from tests.support.peers import require_iec61850
@@ -62,7 +62,7 @@ def test_stnum_and_sqnum_read_like_tshark(tmp_path: Path) -> None:
 
 def test_every_field_reads_like_libiec61850() -> None:
     require_iec61850()
-    from lab.iec61850_peer import parse_with_libiec61850
+    from goosectl.lab.iec61850_peer import parse_with_libiec61850
 
     for (name, content), raw in zip(CRAFTED, _frames(), strict=True):
         ours = decode_frame(raw)

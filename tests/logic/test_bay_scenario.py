@@ -7,19 +7,19 @@ from pathlib import Path
 
 import pytest
 
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.demo.scenario import EPOCH, S, build
-from controller.engine.effects import Alarm, Notify
-from controller.goose.effects import StreamState
-from controller.logic.core import BayController, BayStep
-from controller.logic.effects import DeviceCommand
-from controller.replay.bay_replay import BayReplay
-from controller.shell.journal_store import open_journal
-from firmware_sim.core import Firmware
-from protocols.ethernet.pcap import read_capture
-from protocols.goose import decode_frame
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.demo.scenario import EPOCH, S, build
+from goosectl.controller.engine.effects import Alarm, Notify
+from goosectl.controller.goose.effects import StreamState
+from goosectl.controller.logic.core import BayController, BayStep
+from goosectl.controller.logic.effects import DeviceCommand
+from goosectl.controller.replay.bay_replay import BayReplay
+from goosectl.controller.shell.journal_store import open_journal
+from goosectl.firmware_sim.core import Firmware
+from goosectl.protocols.ethernet.pcap import read_capture
+from goosectl.protocols.goose import decode_frame
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "controller" / "bay1.yaml"  # a link to the packaged default
@@ -72,8 +72,8 @@ def test_trip_opens_breaker_and_is_acknowledged(scenario):
 
 
 def test_position_published_at_once_as_new_states(scenario):
-    from controller.link.effects import LinkEvent
-    from protocols.goose import Dbpos
+    from goosectl.controller.link.effects import LinkEvent
+    from goosectl.protocols.goose import Dbpos
 
     _, reports, out, _ = scenario
     changes = [
@@ -157,7 +157,7 @@ def test_lost_interlock_stream_blocks_close_and_alarms(tmp_path):
     scn = build(duration_s=17.0)
     # bay 2 falls silent after 2 s: its TAL (2 s after the last heartbeat) expires
     cilo = [(t, d) for t, d in scn.frames]
-    from protocols.goose import parse_header
+    from goosectl.protocols.goose import parse_header
 
     scn.frames = [
         (t, d) for t, d in cilo if not (parse_header(d).appid == 0x1002 and t > EPOCH + 2 * S)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from controller.demo.offline import run_demo
+from goosectl.controller.demo.offline import run_demo
 
 
 def test_the_demo_refuses_its_forged_and_replayed_trips(tmp_path) -> None:

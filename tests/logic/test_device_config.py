@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import pytest
 
-from controller.config.bay import DEFAULT_CONFIG, ControllerConfig
-from controller.config.link import LinkConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
-from controller.logic.core import BayController
+from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.link import LinkConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
+from goosectl.controller.logic.core import BayController
 
 LIMITS = {
     "chatter_max": 7,

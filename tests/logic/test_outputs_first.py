@@ -6,9 +6,9 @@ settle loop, the reports) comes after. On the virtual wire, with the default bay
 
 from __future__ import annotations
 
-from controller.goose.effects import SendFrame
-from controller.logic.effects import DeviceCommand
-from lab.latency import TripBench
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.logic.effects import DeviceCommand
+from goosectl.lab.latency import TripBench
 
 
 def test_trip_and_its_ack_are_announced_before_the_trip_input_stores_its_value():

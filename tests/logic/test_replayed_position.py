@@ -13,17 +13,17 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from controller.config.bay import ControllerConfig
-from controller.config.load import load_config
-from controller.logic.core import BayController
-from controller.logic.effects import PublishTopic
-from controller.replay.virtual_wire import VirtualPortPair
-from controller.shell.serial_link import SerialLink
-from firmware_sim.core import Firmware
-from firmware_sim.shell import DeviceShell
-from firmware_sim.transport import PtyTransport
-from protocols.serial import messages as m
-from protocols.serial.stream import frame
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.logic.core import BayController
+from goosectl.controller.logic.effects import PublishTopic
+from goosectl.controller.replay.virtual_wire import VirtualPortPair
+from goosectl.controller.shell.serial_link import SerialLink
+from goosectl.firmware_sim.core import Firmware
+from goosectl.firmware_sim.shell import DeviceShell
+from goosectl.firmware_sim.transport import PtyTransport
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.stream import frame
 
 REPO = Path(__file__).resolve().parents[2]
 CONFIG = REPO / "examples" / "controller" / "bay1.yaml"

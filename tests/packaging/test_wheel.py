@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import controller
-from controller.config.bay import DEFAULT_CONFIG
-from controller.engine.journal import SOFTWARE_KEY, Journal
-from controller.shell.journal_store import open_journal
+from goosectl.controller.config.bay import DEFAULT_CONFIG
+from goosectl.controller.engine.journal import SOFTWARE_KEY, Journal
+from goosectl.controller.shell.journal_store import open_journal
 from tests.support.peers import CAPTURES, REPO
 
 PACKAGES = ("controller", "protocols", "firmware_sim")
@@ -91,7 +91,7 @@ def test_one_version_scapy_only_as_an_extra(wheel) -> None:
 NO_SCAPY = """
 import sys
 sys.modules["scapy"] = None  # `import scapy` raises ImportError, as when it is absent
-from controller.cli import main
+from goosectl.controller.cli import main
 sys.argv[0] = "goosectl"
 sys.exit(main(sys.argv[1:]))
 """
@@ -132,7 +132,7 @@ for top in ("controller", "protocols", "firmware_sim"):
             continue
         importlib.import_module(info.name)
 try:
-    import protocols.goose.scapy_layer
+    import goosectl.protocols.goose.scapy_layer
 except ImportError as exc:
     print(exc)
 """

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from controller.prp import Lre, LreConfig
-from protocols.goose import parse_header
+from goosectl.controller.prp import Lre, LreConfig
+from goosectl.protocols.goose import parse_header
 from tests.support.prp_sender import LAN_ID, SRC, Scenario, goose, trailer
 
 MS = 1_000_000

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import yaml
 
-from controller.cli import main as goosectl
-from protocols.ethernet.pcap import PcapWriter
-from protocols.rgoose import PORT, apdu_of_frame, encode
-from protocols.rgoose.udp import frame
+from goosectl.controller.cli import main as goosectl
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.rgoose import PORT, apdu_of_frame, encode
+from goosectl.protocols.rgoose.udp import frame
 from tests.goose.helpers import DST, GOCB, MS, UTC0, raw_frame
 from tests.goose.keyfiles import S, write_keys
 from tests.rgoose.vectors import GCM128, HMAC128, MATERIAL, UNSECURED, key

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from controller.config.goose import GooseConfig
-from controller.config.keys import KeyFile
-from controller.goose.hub import GooseHub
-from controller.goose.rgoose import feed, judge_spdu, receiver_for, serial_ahead
-from protocols.rgoose import apdu_of_frame, encode
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.goose.rgoose import feed, judge_spdu, receiver_for, serial_ahead
+from goosectl.protocols.rgoose import apdu_of_frame, encode
 from tests.goose.helpers import DST, GOCB, MS, UTC0, raw_frame
 from tests.goose.keyfiles import S, keyfile
 from tests.rgoose.vectors import GCM128, HMAC128, MATERIAL, UNSECURED, key

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from protocols.goose import decode_frame
-from protocols.goose.security import MacKey
-from protocols.rgoose import (
+from goosectl.protocols.goose import decode_frame
+from goosectl.protocols.goose.security import MacKey
+from goosectl.protocols.rgoose import (
     Apdu,
     BadSpdu,
     SpduRefused,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocols.goose.security import ALGORITHMS, CIPHERS, MacKey
+from goosectl.protocols.goose.security import ALGORITHMS, CIPHERS, MacKey
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "rgoose"
 #: the key both secured vectors are made with (key id 1), as their source states it

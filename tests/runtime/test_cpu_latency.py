@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from controller.shell.realtime import CpuLatency, RealtimeError, cpu_latency_limit
+from goosectl.controller.shell.realtime import CpuLatency, RealtimeError, cpu_latency_limit
 from tests.support.peers import require_root
 from tests.support.procs import Sim, start_run, wait_running
 

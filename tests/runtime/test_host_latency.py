@@ -9,9 +9,9 @@ import time
 
 import pytest
 
-import lab.host_latency as host_latency
-from controller.shell.realtime import cpu_latency_limit
-from lab.host_latency import HostLatency, HostLatencyError
+import goosectl.lab.host_latency as host_latency
+from goosectl.controller.shell.realtime import cpu_latency_limit
+from goosectl.lab.host_latency import HostLatency, HostLatencyError
 from tests.support.peers import require_binary, require_root
 
 

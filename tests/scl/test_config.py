@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-from controller.config.bay import ControllerConfig
-from controller.config.goose import GooseConfig
-from controller.config.load import load_config
-from controller.config.validate import ConfigError
+from goosectl.controller.config.bay import ControllerConfig
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.load import load_config
+from goosectl.controller.config.validate import ConfigError
 from tests.support.peers import REPO, SCL
 from tests.support.procs import goosectl
 

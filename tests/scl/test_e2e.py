@@ -9,11 +9,11 @@ from pathlib import Path
 
 import yaml
 
-from controller.config.goose import GooseConfig
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import Boolean, Quality
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import Boolean, Quality
 from tests.support.peers import REPO
 from tests.support.procs import goosectl
 

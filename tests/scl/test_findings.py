@@ -7,7 +7,7 @@ import io
 
 import pytest
 
-from protocols.scl import SclError, load_scl, parse_scl
+from goosectl.protocols.scl import SclError, load_scl, parse_scl
 from tests.support.procs import goosectl
 
 NS = 'xmlns="http://www.iec.ch/61850/2003/SCL"'

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from lab.netns import netlab
+from goosectl.lab.netns import netlab
 from tests.goose.test_live import start_listener, stop_listener
 from tests.support.peers import REPO, require_root
 
@@ -31,7 +31,7 @@ def test_publish_and_listen_from_the_scd_and_the_wire_check_live():
             [
                 sys.executable,
                 "-m",
-                "controller",
+                "goosectl",
                 "publish",
                 "--iface",
                 v.a,

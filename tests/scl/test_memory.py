@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from controller.config.scl.loader import config_data
-from protocols.scl import load_scl
+from goosectl.controller.config.scl.loader import config_data
+from goosectl.protocols.scl import load_scl
 from tests.scl.scdgen import scd_text, station
 from tests.support.peers import REPO
 
@@ -30,7 +30,7 @@ def test_one_ied_of_a_100_mb_scd_is_read_in_well_under_1_gb(tmp_path: Path) -> N
     big = tmp_path / "big.scd"
     big.write_text(scd_text(station(11_500, 0)))
     assert big.stat().st_size > 100_000_000
-    argv = [sys.executable, "-m", "controller", "scl", "config", str(big), "--ied", "IED000"]
+    argv = [sys.executable, "-m", "goosectl", "scl", "config", str(big), "--ied", "IED000"]
     done = subprocess.run(
         [sys.executable, "-c", MEASURE, *argv],
         cwd=REPO, capture_output=True, text=True, timeout=600, check=False,

@@ -15,13 +15,13 @@ import io
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from controller.config.goose import GooseConfig
-from controller.config.scl.loader import config_data
-from controller.config.scl.wire import WireCheck, expected_from_scl
-from controller.goose.effects import FrameClassified, SendFrame
-from controller.goose.hub import GooseHub
-from protocols.goose import data_shape, decode_frame
-from protocols.scl import parse_scl
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.scl.loader import config_data
+from goosectl.controller.config.scl.wire import WireCheck, expected_from_scl
+from goosectl.controller.goose.effects import FrameClassified, SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.goose import data_shape, decode_frame
+from goosectl.protocols.scl import parse_scl
 from tests.scl.scdgen import KINDS, GenGoCB, GenIed, GenSub, scd_text
 
 T0 = 1_800_000_000 * 1_000_000_000

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from controller.config.goose import GooseConfig
-from controller.config.scl.wire import Expected, WireCheck
-from controller.goose.effects import SendFrame
-from controller.goose.hub import GooseHub
-from protocols.ethernet.mac import parse_mac
-from protocols.goose import Boolean
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.scl.wire import Expected, WireCheck
+from goosectl.controller.goose.effects import SendFrame
+from goosectl.controller.goose.hub import GooseHub
+from goosectl.protocols.ethernet.mac import parse_mac
+from goosectl.protocols.goose import Boolean
 
 MS = 1_000_000
 T0 = 1_800_000_000 * 1_000_000_000

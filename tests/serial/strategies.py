@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import strategies as st
 
-from protocols.serial.messages import SPECS, Kind, Message, MessageSpec, MsgType
+from goosectl.protocols.serial.messages import SPECS, Kind, Message, MessageSpec, MsgType
 
 _INT_RANGE = {"B": 0xFF, "H": 0xFFFF, "I": 0xFFFFFFFF}
 seqs = st.integers(min_value=0, max_value=0xFFFF)

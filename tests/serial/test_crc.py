@@ -6,7 +6,7 @@ import crc as crc_lib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.serial import crc
+from goosectl.protocols.serial import crc
 
 CHECK_INPUT = b"123456789"
 

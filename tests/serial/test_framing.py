@@ -7,8 +7,8 @@ from cobs.cobs import _cobs_py
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.serial.errors import BadCobs, ErrorKind
-from protocols.serial.framing import (
+from goosectl.protocols.serial.errors import BadCobs, ErrorKind
+from goosectl.protocols.serial.framing import (
     DELIMITER,
     MAX_ENCODED,
     MAX_PAYLOAD,

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.serial import messages as m
-from protocols.serial.errors import (
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.errors import (
     BadBodyLength,
     BadCrc,
     BadFieldValue,

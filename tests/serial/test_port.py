@@ -9,9 +9,9 @@ import threading
 
 import pytest
 
-from protocols.serial import messages as m
-from protocols.serial.port import PortError, PtyPair, open_pty_pair, open_serial
-from protocols.serial.stream import StreamDecoder, frame
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.port import PortError, PtyPair, open_pty_pair, open_serial
+from goosectl.protocols.serial.stream import StreamDecoder, frame
 
 GUARD_S = 5.0  # only a hang guard; no test asserts how long anything took
 

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.serial.sequence import (
+from goosectl.protocols.serial.sequence import (
     DEDUP_WINDOW,
     DedupWindow,
     Verdict,

@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from protocols.serial import crc
-from protocols.serial import messages as m
-from protocols.serial.framing import MAX_ENCODED, MAX_PAYLOAD, MAX_WIRE
-from protocols.serial.sequence import DEDUP_WINDOW, EVENT_QUEUE
-from protocols.serial.stream import frame
+from goosectl.protocols.serial import crc
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.framing import MAX_ENCODED, MAX_PAYLOAD, MAX_WIRE
+from goosectl.protocols.serial.sequence import DEDUP_WINDOW, EVENT_QUEUE
+from goosectl.protocols.serial.stream import frame
 
 SPEC = (Path(m.__file__).parent / "SPEC.md").read_text(encoding="utf-8")
 

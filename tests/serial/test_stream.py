@@ -10,10 +10,10 @@ from cobs import cobs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from protocols.serial import messages as m
-from protocols.serial.errors import ErrorKind, LinkProtocolError
-from protocols.serial.framing import MAX_ENCODED
-from protocols.serial.stream import StreamDecoder, decode_frame, frame
+from goosectl.protocols.serial import messages as m
+from goosectl.protocols.serial.errors import ErrorKind, LinkProtocolError
+from goosectl.protocols.serial.framing import MAX_ENCODED
+from goosectl.protocols.serial.stream import StreamDecoder, decode_frame, frame
 from tests.serial.strategies import messages
 
 _CRC = crc_lib.Calculator(crc_lib.Crc16.IBM_3740)

@@ -12,9 +12,9 @@ import json
 import selectors
 import subprocess
 
-from lab.netns import Namespace
-from protocols.ethernet.rawsock import RawSocket
-from protocols.goose.frame import GooseFrame, encode_frame
+from goosectl.lab.netns import Namespace
+from goosectl.protocols.ethernet.rawsock import RawSocket
+from goosectl.protocols.goose.frame import GooseFrame, encode_frame
 
 PRIMER = "PRIMER/LLN0$GO$prime"
 
@@ -25,7 +25,7 @@ def start_primed_receiver(
     """`iec61850_peer receive` on `iface` (observer mode: primers must reach it) for
     `count` messages after the primers; `sock` sends the primers towards it."""
     proc = ns.python_module(
-        "lab.iec61850_peer", "receive", "--iface", iface, "--count", str(count),
+        "goosectl.lab.iec61850_peer", "receive", "--iface", iface, "--count", str(count),
         "--timeout", str(timeout), "--prime-gocb-ref", PRIMER, "--json",
     )  # fmt: skip
     line = proc.stdout.readline()

@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from controller.shell.goose_live import LiveGoose
-from lab.netns import NetLab, netlab
-from protocols.ethernet.rawsock import RawSocket
+from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.lab.netns import NetLab, netlab
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.peers import require_root
 
 

@@ -23,8 +23,8 @@ from tests.support.peers import REPO
 
 
 def goosectl_argv(*args: str) -> list[str]:
-    """The command line of `goosectl ARGS` from this checkout (`python -m controller`)."""
-    return [sys.executable, "-m", "controller", *args]
+    """The command line of `goosectl ARGS` from this checkout (`python -m goosectl`)."""
+    return [sys.executable, "-m", "goosectl", *args]
 
 
 def goosectl(

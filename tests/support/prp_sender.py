@@ -12,8 +12,8 @@ import random
 import struct
 from dataclasses import dataclass, field
 
-from protocols.goose.data import Boolean
-from protocols.goose.frame import GooseFrame, encode_frame
+from goosectl.protocols.goose.data import Boolean
+from goosectl.protocols.goose.frame import GooseFrame, encode_frame
 
 LAN_ID = {"A": 0b1010, "B": 0b1011}
 SRC = bytes.fromhex("020000aa0001")
@@ -31,7 +31,7 @@ def trailer(frame: bytes, seq: int, lan: int) -> bytes:
 
 
 def goose(st: int, sq: int, *, vlan: bool = False, src: bytes = SRC) -> bytes:
-    from protocols.goose.header import Vlan
+    from goosectl.protocols.goose.header import Vlan
 
     return encode_frame(
         GooseFrame(gocb_ref=GOCB, dat_set="PRPIED/LLN0$ds", go_id="prp",

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from protocols.ethernet.pcap import PcapWriter
-from protocols.goose import Boolean, GooseFrame, UtcTime, encode_frame
+from goosectl.protocols.ethernet.pcap import PcapWriter
+from goosectl.protocols.goose import Boolean, GooseFrame, UtcTime, encode_frame
 from tests.support.procs import goosectl
 from tests.web.conftest import shot
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from controller.commands.web import DEFAULT_BIND
+from goosectl.controller.commands.web import DEFAULT_BIND
 from tests.support.peers import _require
 from tests.support.procs import goosectl
 

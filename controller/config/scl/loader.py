@@ -31,11 +31,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from controller.config.bay import InputMap
-from controller.config.validate import ConfigError, validate_data
-from controller.engine.loader import LineOf
-from protocols.ethernet.mac import format_mac
-from protocols.goose import (
+from goosectl.controller.config.bay import InputMap
+from goosectl.controller.config.validate import ConfigError, validate_data
+from goosectl.controller.engine.loader import LineOf
+from goosectl.protocols.ethernet.mac import format_mac
+from goosectl.protocols.goose import (
     Array,
     BinaryTime,
     BitString,
@@ -50,8 +50,8 @@ from protocols.goose import (
     VisibleString,
     to_json,
 )
-from protocols.scl import Binding, GoCB, IedView, Scl, SclError, load_scl
-from protocols.scl.reader import SECOND_IED
+from goosectl.protocols.scl import Binding, GoCB, IedView, Scl, SclError, load_scl
+from goosectl.protocols.scl.reader import SECOND_IED
 
 log = logging.getLogger(__package__)
 

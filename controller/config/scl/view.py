@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from controller.config.scl.loader import shape_json
-from protocols.ethernet.mac import format_mac
-from protocols.scl import GoCB, IedView, Scl
+from goosectl.controller.config.scl.loader import shape_json
+from goosectl.protocols.ethernet.mac import format_mac
+from goosectl.protocols.scl import GoCB, IedView, Scl
 
 
 def _num(x: float | None) -> int | float | None:

@@ -14,10 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from controller.config.goose import GooseConfig
-from protocols.ethernet.mac import format_mac
-from protocols.goose import GooseError, Vlan, data_shape, parse_header
-from protocols.scl import Scl
+from goosectl.controller.config.goose import GooseConfig
+from goosectl.protocols.ethernet.mac import format_mac
+from goosectl.protocols.goose import GooseError, Vlan, data_shape, parse_header
+from goosectl.protocols.scl import Scl
 
 #: Slack on MinTime/MaxTime: timestamps jitter and hosts are not hard real time.
 INTERVAL_SLACK = (0.10, 2.0)  # 10 % and 2 ms
