@@ -18,7 +18,7 @@ from benchmarks.percentiles import ratio, sample_calls
 from goosectl.controller.agent.effects import RunTool
 from goosectl.controller.agent.planner import FolderPlanner
 from goosectl.controller.agent.service import AgentService
-from goosectl.controller.engine import Journal
+from goosectl.controller.shell.journal_store import open_journal
 
 
 def procedure(folder, steps: int) -> None:
@@ -33,7 +33,7 @@ def procedure(folder, steps: int) -> None:
 
 
 def service(folder, journal_path):
-    journal = Journal(journal_path, durability="step") if journal_path else None
+    journal = open_journal(journal_path, durability="step") if journal_path else None
     return AgentService(FolderPlanner(folder), journal)
 
 

@@ -13,8 +13,9 @@ import sys
 import pytest
 
 from benchmarks.percentiles import check_budget, host_jitter, jitter_note, ratio, sample_calls
-from goosectl.controller.engine import Journal, Registry, Table
+from goosectl.controller.engine import Registry, Table
 from goosectl.controller.engine.spec import MachineSpec
+from goosectl.controller.shell.journal_store import open_journal
 
 BUDGET_P99_US = 4000.0  # the product's hard limit; the targets are far below
 
@@ -194,7 +195,7 @@ def test_dispatch_with_journal(benchmark, samples, tmp_path, durability):
     """Dispatch + journal record (+ group commit every 5 ms of virtual time)."""
     group = "engine-dispatch/ring10+journal"
     eng = engine_ring()
-    journal = Journal(tmp_path / "j.sqlite", durability=durability, interval_ms=5)
+    journal = open_journal(tmp_path / "j.sqlite", durability=durability, interval_ms=5)
     one = journaled_dispatch(eng, journal)
     dispatch = eng.dispatch
 

@@ -24,6 +24,7 @@ import pytest
 
 from benchmarks.percentiles import ratio, summarise
 from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import JournalWriter, WalSyncer, bound_gil_wait
 
 GROUP = "journal-on-the-loop"
@@ -98,11 +99,11 @@ def table(tmp_path: Path) -> Table:
 
 def test_group_journal_on_the_loop_inline_vs_writer(benchmark, tmp_path, short, table):
     seconds = 5.0 if short else 20.0
-    inline = Journal(tmp_path / "inline.sqlite", durability="group")
+    inline = open_journal(tmp_path / "inline.sqlite", durability="group")
     every_i, flush_i, late_i = paced_loop(inline, table, seconds)
     inline.close()
 
-    threaded = Journal(tmp_path / "writer.sqlite", durability="group")
+    threaded = open_journal(tmp_path / "writer.sqlite", durability="group")
     writer = JournalWriter(threaded).start()
     bound_gil_wait()
     every_w, flush_w, late_w = paced_loop(threaded, table, seconds, lambda: writer.commits >= 1000)
@@ -141,7 +142,7 @@ def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_p
     n = 1000 if short else 3000
     out = {}
     for mode in ("inline", "thread"):
-        journal = Journal(tmp_path / f"{mode}.sqlite", durability="step")
+        journal = open_journal(tmp_path / f"{mode}.sqlite", durability="step")
         syncer = WalSyncer(journal).start() if mode == "thread" else None
         runner = Scheduler(journal)
         runner.start(table.new("s"), 0)

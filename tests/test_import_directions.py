@@ -167,8 +167,6 @@ IO_EDGES = {
     # the simulated device's own shell: its firmware (firmware_sim/core.py) stays pure
     "firmware_sim/shell.py": "the simulator's loop",
     "firmware_sim/transport.py": "the simulator's pty, TCP and loop:// ports",
-    # the SQLite store behind the journal's recording interface
-    "controller/engine/journal.py": "the SQLite store",
 }
 
 

@@ -18,6 +18,7 @@ from goosectl.controller.agent.effects import Respond, RunTool
 from goosectl.controller.agent.service import AgentService
 from goosectl.controller.agent.tool_runs import RUNS, Implementations, ToolRunner
 from goosectl.controller.engine.effects import Notify
+from goosectl.controller.link.core import WORKING
 from goosectl.controller.logic.core import BayController
 
 
@@ -86,7 +87,7 @@ class AgentBay:
 
     def _round(self, now_ns: int) -> None:
         self.now_ns = max(self.now_ns, now_ns)
-        if self.held and self.bay.link.state in ("up", "degraded"):
+        if self.held and self.bay.link.state in WORKING:
             held, self.held = self.held, []
             self.tools.execute(held, now_ns)
         # one input for the sessions' scheduler: tools and sessions that keep answering

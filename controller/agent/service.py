@@ -22,23 +22,53 @@ from goosectl.controller.agent.planner import Planner
 from goosectl.controller.agent.procedure import Procedure, fill, parse_procedure
 from goosectl.controller.engine import Journal, Machine, Scheduler, Table
 from goosectl.controller.engine.journal import JournalIOError
+from goosectl.controller.engine.names import Fields, States
 from goosectl.controller.engine.resources import shipped
 
 TABLE = shipped("goosectl.controller.agent", "tables", "session.yaml")
-FINAL = frozenset({"completed", "aborted"})
+
+
+class SessionStates(States):
+    """The session loop's states the service compares against (checked when it loads)."""
+
+    table = "agent-session"
+    RECEIVING_INPUT = "receiving_input"
+    PLANNING = "planning"
+    WAITING_FOR_TOOL = "waiting_for_tool"
+    TOOL_FAILED_RETRYABLE = "tool_failed_retryable"
+    TOOL_FAILED_FATAL = "tool_failed_fatal"
+    AWAITING_CONFIRMATION = "awaiting_confirmation"
+    RESPONDING = "responding"
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+
+
+class SessionFields(Fields):
+    """The session loop's context the service reads (status, restore)."""
+
+    table = "agent-session"
+    REQUEST = "request"
+    ATTEMPT = "attempt"
+    OUTCOME = "outcome"
+    TEXT = "text"
+    RESULTS = "results"
+
+
+S = SessionStates
+FINAL = frozenset({S.COMPLETED, S.ABORTED})
 #: steps one input may cause among the sessions before the guard calls it a loop: every
 #: open session (`max_open`) settling a tool result takes a few dozen; a procedure whose
 #: steps hand over to each other without time passing is stopped in about a second
 RUNAWAY_STEPS = 10_000
 ACTIVE = frozenset(
     {
-        "receiving_input",
-        "planning",
-        "waiting_for_tool",
-        "tool_failed_retryable",
-        "tool_failed_fatal",
-        "awaiting_confirmation",
-        "responding",
+        S.RECEIVING_INPUT,
+        S.PLANNING,
+        S.WAITING_FOR_TOOL,
+        S.TOOL_FAILED_RETRYABLE,
+        S.TOOL_FAILED_FATAL,
+        S.AWAITING_CONFIRMATION,
+        S.RESPONDING,
     }
 )
 
@@ -75,7 +105,7 @@ class AgentService:
         self.keep_finished = keep_finished
         #: ended sessions still in memory, oldest first
         self.finished: deque[str] = deque()
-        self.table = Table.load(TABLE)
+        self.table = Table.load(TABLE, names=(SessionStates, SessionFields))
         self.journal = journal
         self.runner = Scheduler(
             journal,
@@ -91,10 +121,6 @@ class AgentService:
         self._responded: deque[str] = deque()
         self.count = 0
         if journal is not None:
-            journal.db.execute(
-                "CREATE TABLE IF NOT EXISTS procedures (version TEXT PRIMARY "
-                "KEY, name TEXT NOT NULL, text TEXT NOT NULL)"
-            )
             self.count = int(journal.get_meta("agent.sessions", 0))
 
     # -- plumbing -----------------------------------------------------------------------
@@ -107,7 +133,7 @@ class AgentService:
         s = self.sessions.get(e.session)
         if s is not None:
             s.responses.append(e)
-        if self.runner.machines[machine_id].state in ("responding", "tool_failed_fatal"):
+        if self.runner.machines[machine_id].state in (S.RESPONDING, S.TOOL_FAILED_FATAL):
             self._responded.append(e.session)
 
     def _output(self, machine_id: str, e: Any, now_ns: int) -> None:
@@ -220,10 +246,10 @@ class AgentService:
             # its machines), and the next request, once the disk is back, starts clean
             try:
                 self._keep_text(proc)
-            except self.journal.db.Error as exc:  # the connection's own sqlite3.Error
+            except JournalIOError as exc:
                 return {
                     "ok": False,
-                    "error": f"{self.journal.path}: {exc}: no procedure starts until the "
+                    "error": f"{self.journal.path}: {exc.reason}: no procedure starts until the "
                     "agent journal can commit",
                 }
             self.journal.set_meta("agent.sessions", self.count + 1)
@@ -277,8 +303,8 @@ class AgentService:
         if self.journal is not None:
             try:
                 self._keep_text(proc)
-            except self.journal.db.Error as exc:
-                return {"ok": False, "error": f"{self.journal.path}: {exc}: not redirected"}
+            except JournalIOError as exc:
+                return {"ok": False, "error": f"{self.journal.path}: {exc.reason}: not redirected"}
         old = self.sessions[sid]
         for e in old.equipment:
             if self.locks.get(e) == sid:
@@ -310,9 +336,7 @@ class AgentService:
         """The exact text of every version a session ran: a restore parses it from here,
         whatever the file says by then."""
         assert self.journal is not None
-        self.journal.db.execute(
-            "INSERT OR IGNORE INTO procedures VALUES (?,?,?)", (proc.version, proc.name, proc.text)
-        )
+        self.journal.keep_text(proc.version, proc.name, proc.text)
 
     def _accept(self, sid: str, now_ns: int) -> None:
         for e in self.sessions[sid].equipment:
@@ -421,10 +445,10 @@ class AgentService:
                 "equipment": s.equipment,
                 "state": m.state,
                 "step": wf.state,
-                "attempt": m.ctx["attempt"],
-                "outcome": m.ctx["outcome"],
-                "text": m.ctx["text"],
-                "results": list(m.ctx["results"]),
+                "attempt": m.ctx[SessionFields.ATTEMPT],
+                "outcome": m.ctx[SessionFields.OUTCOME],
+                "text": m.ctx[SessionFields.TEXT],
+                "results": list(m.ctx[SessionFields.RESULTS]),
             }
         return [
             {
@@ -444,7 +468,7 @@ class AgentService:
             return "idle"
         if not active:
             return "completed"
-        if all(x == "awaiting_confirmation" for x in active):
+        if all(x == S.AWAITING_CONFIRMATION for x in active):
             return "paused"
         return "running"
 
@@ -461,10 +485,10 @@ class AgentService:
         if self.journal is None:
             return 0
         ids = [m for m in self.journal.checkpoints() if "/" not in m]
-        texts = dict(self.journal.db.execute("SELECT version, text FROM procedures"))
+        texts = self.journal.texts()
         for sid in sorted(ids, key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
             loop, _ = self.runner.resume_or_start(self.table, sid, now_ns)
-            req = loop.ctx["request"]
+            req = loop.ctx[SessionFields.REQUEST]
             if req is None:
                 continue
             proc = parse_procedure(
@@ -477,12 +501,12 @@ class AgentService:
             self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
             if loop.state not in FINAL:
                 self.open.add(sid)
-            if loop.state == "receiving_input":
+            if loop.state == S.RECEIVING_INPUT:
                 self.queued.append(sid)  # it was waiting for its equipment: it still is
             elif loop.state in ACTIVE:
                 for e in req["equipment"]:
                     self.locks.setdefault(e, sid)
-            if loop.state == "waiting_for_tool":
+            if loop.state == S.WAITING_FOR_TOOL:
                 c = loop.ctx
                 self.out.append(
                     RunTool(

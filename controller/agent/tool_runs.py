@@ -34,6 +34,7 @@ from goosectl.controller.agent.tools import (
     WaitGoose,
 )
 from goosectl.controller.goose.effects import FrameClassified
+from goosectl.controller.link.core import WORKING
 from goosectl.controller.link.effects import LinkEvent
 from goosectl.controller.link.registry import RECONCILE, in_effect
 from goosectl.controller.logic.actions import close_blockers
@@ -333,7 +334,7 @@ def _close_permitted(r: ToolRunner) -> list[str]:
 
 def _device_ready(r: ToolRunner) -> list[str]:
     why = []
-    if r.bay.link.state not in ("up", "degraded"):
+    if r.bay.link.state not in WORKING:
         why.append(f"device link {r.bay.link.state}")
     why += [
         f"device alarm {n}"

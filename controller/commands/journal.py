@@ -4,7 +4,7 @@ read by a person, in UTC, while the controller may still be writing it.
 The file is opened read-only (SQLite's WAL lets a reader see every committed row while the
 writer goes on); times are the rows' own, turned to UTC by the clock anchors the shell
 records (`controller.shell.journal_clock`). `verify` checks the hash chain every row
-carries (`controller.engine.journal.verify`): exit 0 intact, 1 with the first bad seq.
+carries (`controller.shell.journal_store.verify`): exit 0 intact, 1 with the first bad seq.
 """
 
 from __future__ import annotations
@@ -19,8 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from goosectl.controller.cli import EXIT_FINDINGS, CommandError
-from goosectl.controller.engine.journal import CHAIN_KEY, COLUMNS, verify
+from goosectl.controller.engine.journal import CHAIN_KEY, COLUMNS
 from goosectl.controller.shell.journal_clock import UTC_NS
+from goosectl.controller.shell.journal_store import verify
 from goosectl.controller.shell.journal_writer import KEY_ENV, journal_key
 
 #: `--since -10m`: a span back from now (s, m, h, d)

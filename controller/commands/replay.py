@@ -15,7 +15,6 @@ from goosectl.controller.commands.scl import add_check_args, wire_check
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
-from goosectl.controller.engine import Journal
 from goosectl.controller.engine.effects import Notify
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.controller.goose.rgoose import receiver_for
@@ -28,6 +27,7 @@ from goosectl.controller.replay.capture_clock import (
 from goosectl.controller.replay.goose_replay import Replay, capture_frames
 from goosectl.controller.report.goose_report import Reporter
 from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import journal_key
 from goosectl.protocols.ethernet.pcap import CaptureError
 
@@ -121,7 +121,9 @@ def run(args: argparse.Namespace) -> int:
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
-    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
+    journal = (
+        open_journal(args.journal, durability="group", key=journal_key()) if args.journal else None
+    )
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(
         config,
@@ -201,7 +203,9 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
-    journal = Journal(args.journal, durability="group", key=journal_key()) if args.journal else None
+    journal = (
+        open_journal(args.journal, durability="group", key=journal_key()) if args.journal else None
+    )
     anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     bay = BayController(cfg, t0, journal, keys)
     if args.mode:

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 
 from goosectl.controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
-from goosectl.controller.engine import Journal, RejectedEvent, Scheduler, Table, TableError
+from goosectl.controller.engine import RejectedEvent, Scheduler, Table, TableError
 from goosectl.controller.engine.diagram import FORMATS
 from goosectl.controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 from goosectl.controller.engine.machine import Step
+from goosectl.controller.shell.journal_store import open_journal
 
 log = logging.getLogger(__package__)
 
@@ -212,7 +213,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     table = _load(args)
     events = read_events(args.events)
-    journal = Journal(args.journal, durability=args.durability)
+    journal = open_journal(args.journal, durability=args.durability)
     runner = Scheduler(journal)
     # the journal keeps a digest of each step's effects; what is printed shows them
     effects: dict[int, list] = {}

@@ -19,9 +19,9 @@ from typing import Any
 
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
-from goosectl.controller.engine import Journal
 from goosectl.controller.errors import CommandError
 from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.protocols.files import write_new
 
 IFACE = "net0"
@@ -135,7 +135,7 @@ def run_live_demo(args: argparse.Namespace) -> int:
         lab.veth(sub, ctl, a=IFACE, b=IFACE)
         device.start()
         try:
-            journal = Journal(folder / "journal.sqlite", durability="group")
+            journal = open_journal(folder / "journal.sqlite", durability="group")
             bay = BayController(cfg, time.monotonic_ns(), journal)
             with ctl.entered():
                 live = BayLive(bay, IFACE, None, device.path, status_every=False)

@@ -24,13 +24,13 @@ from goosectl.controller.agent.service import AgentService
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.demo.scenario import PROT, S, Scenario, build
-from goosectl.controller.engine import Journal
 from goosectl.controller.engine.effects import Notify
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.replay.bay_replay import Action, BayReplay
 from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
 from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.firmware_sim.core import Firmware
 from goosectl.protocols.files import write_new
 
@@ -122,9 +122,9 @@ def run_demo(
     for j in (files["journal"], files["agent"]):
         for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
             p.unlink(missing_ok=True)
-    journal = Journal(files["journal"], durability="group")
+    journal = open_journal(files["journal"], durability="group")
     bay = BayController(cfg, t0, journal, scn.keys)
-    agent_journal = Journal(files["agent"], durability="step")
+    agent_journal = open_journal(files["agent"], durability="step")
     for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
         anchor_clock(jr, "virtual")
     host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))

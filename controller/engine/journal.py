@@ -1,4 +1,6 @@
-"""The journal: every transition, in order, in SQLite (WAL), plus checkpoints to resume from.
+"""The journal: every transition, in order, plus checkpoints to resume from, recorded here
+and committed by a `Store` (the SQLite file of `controller.shell.journal_store`, or
+`MemoryStore`): the engine does no I/O.
 
 Recording is an append to an in-memory list; `flush` packs what was recorded since the last
 flush into one `Batch` (rows, the checkpoints of the machines they touched, meta) and
@@ -7,7 +9,7 @@ The shell calls `maybe_flush` when the group interval has passed (time is passed
 journal reads no clock).
 
 Who commits a batch:
-  inline   `JournalStore.commit` on the caller's thread (sync, step, and group without a sink)
+  inline   `Store.commit` on the caller's thread (sync, step, and group without a sink)
   a sink   group durability with a writer attached (`controller.shell.journal_writer`):
            `flush` only hands the batch over; the writer thread commits it. A sink that is
            full refuses the batch: its rows are dropped and counted (never its checkpoints or
@@ -30,8 +32,8 @@ An I/O error (a full disk, a failing device) never escapes as a bare sqlite erro
 commit raises `JournalIOError` and keeps the batch for the next flush; a writer keeps retrying
 and reports its health, which `maybe_flush` turns into `journal/io_error` and `journal/io_ok`
 rows and the `alarm` attribute the shell shows. A journal opened on a full disk (SQLite
-cannot even create its WAL index) starts from an in-memory copy of the file (`read_only`)
-and opens the file for writing once a commit finds room.
+cannot even create its WAL index) starts from an in-memory copy of the file (its store's
+`writable` is False) and the store opens the file for writing once a commit finds room.
 
 A small key/value `meta` table rides in the same transactions (e.g. the device link's next
 sequence number, so a restarted controller continues above it; `journal.software`, the
@@ -43,46 +45,14 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
-import sqlite3
-import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, NamedTuple, Protocol
 
-from goosectl.controller import __version__
 from goosectl.controller.engine.effects import Effect
 from goosectl.controller.engine.machine import Machine, Step
 
 Durability = Literal["sync", "group", "step", "memory"]
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS journal (
-    seq INTEGER PRIMARY KEY,
-    time_ns INTEGER NOT NULL,
-    machine TEXT NOT NULL,
-    event TEXT NOT NULL,
-    source TEXT NOT NULL,
-    target TEXT NOT NULL,
-    effects TEXT NOT NULL,
-    table_name TEXT NOT NULL,
-    version TEXT NOT NULL,
-    input INTEGER,
-    hash TEXT
-);
-CREATE TABLE IF NOT EXISTS meta (
-    key TEXT PRIMARY KEY,
-    value TEXT NOT NULL
-);
-CREATE TABLE IF NOT EXISTS checkpoint (
-    machine TEXT PRIMARY KEY,
-    seq INTEGER NOT NULL,
-    input INTEGER,
-    snapshot TEXT NOT NULL,
-    timers TEXT NOT NULL
-);
-"""
 
 COLUMNS = (
     "seq",
@@ -109,11 +79,48 @@ SOFTWARE_KEY = "journal.software"
 CHAIN_KEY = "journal.chain"
 HEAD_KEY = "journal.head"
 
-#: A journal row as recorded: (seq, time ns, machine, event, source, target, the step's
-#: effects (a digest when committed) or the journal's own detail text, table, version, input)
-Row = tuple[int, int, str, str, str, str, Sequence[Effect] | str, str, str, int | None]
-#: A checkpoint as taken: (machine, seq, input, snapshot, armed timers)
-Checkpoint = tuple[str, int, int | None, dict[str, Any], list[dict[str, Any]]]
+
+class Row(NamedTuple):
+    """A journal row as recorded; `effects` becomes their digest when committed."""
+
+    seq: int
+    time_ns: int
+    machine: str
+    event: str
+    source: str
+    target: str
+    #: the step's effects, or the detail text of one of the journal's own rows
+    effects: Sequence[Effect] | str
+    table: str
+    version: str
+    input: int | None
+
+
+class Checkpoint(NamedTuple):
+    """A machine's state as taken at a flush, committed with the rows that led to it."""
+
+    machine: str
+    seq: int
+    input: int | None
+    snapshot: dict[str, Any]
+    timers: list[dict[str, Any]]
+
+
+@dataclass(slots=True)
+class Loss:
+    """Rows a full writer refused, not yet said in a `journal/rows_lost` row."""
+
+    rows: int
+    first_seq: int
+    last_seq: int
+    first_ns: int
+    last_ns: int
+    why: str
+
+
+#: `Row`'s constructor without its Python-level `__new__`: `record` makes one per
+#: transition on the loop, so it takes the C call
+_new_row = tuple.__new__
 
 
 def effects_digest(effects: Sequence[Effect] | str) -> str:
@@ -146,6 +153,33 @@ def row_hash(prev: str, row: tuple[Any, ...], mac: Any) -> str:
     return str(m.hexdigest())
 
 
+def chained_rows(batches: list[Batch], prev: str, mac: Any) -> tuple[list[tuple[Any, ...]], str]:
+    """The rows of `batches` as committed (effects digested, each with its chain link after
+    `prev`), and the last link."""
+    rows = []
+    for b in batches:
+        for r in b.rows:
+            row = (*r[:6], effects_digest(r[6]), *r[7:])
+            prev = row_hash(prev, row, mac)
+            rows.append((*row, prev))
+    return rows, prev
+
+
+def checkpoint_rows(batches: list[Batch]) -> list[tuple[str, int, int | None, str, str]]:
+    """The checkpoints of `batches` as committed: snapshot and timers as sorted JSON."""
+    return [
+        (
+            c.machine,
+            c.seq,
+            c.input,
+            json.dumps(c.snapshot, sort_keys=True, default=json_default),
+            json.dumps(c.timers, sort_keys=True, default=json_default),
+        )
+        for b in batches
+        for c in b.checkpoints
+    ]
+
+
 class JournalRefused(Exception):
     """A journal file goosectl will not use: not a journal (malformed, not SQLite), or not
     a file of ours to write (a link, someone else's). The message names the file."""
@@ -155,7 +189,7 @@ class JournalIOError(Exception):
     """A commit that the disk refused (full, read-only, failing). Says which journal, what
     SQLite said, and what happens to the rows."""
 
-    def __init__(self, path: str, exc: sqlite3.Error, rows: int, what: str = "") -> None:
+    def __init__(self, path: str, exc: Exception, rows: int, what: str = "") -> None:
         self.path = path
         self.code = getattr(exc, "sqlite_errorname", type(exc).__name__)
         self.reason = str(exc)
@@ -209,280 +243,132 @@ class Sink(Protocol):
     def close(self, timeout_s: float | None = None) -> None: ...
 
 
-def connect(path: str, durability: Durability) -> sqlite3.Connection:
-    """A connection in WAL mode with the durability's synchronous level and the schema."""
-    db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    try:
-        if path != ":memory:":
-            # a new file gives deleted rows' pages back to the filesystem (retention);
-            # an existing one keeps its mode (and reuses free pages)
-            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-            db.execute("PRAGMA journal_mode=WAL")
-            sync = "FULL" if durability in ("sync", "step") else "NORMAL"
-            db.execute(f"PRAGMA synchronous={sync}")
-        db.executescript(SCHEMA)
-        if "hash" not in {r[1] for r in db.execute("PRAGMA table_info(journal)")}:
-            # a file of an older goosectl: its rows stay unchained, new ones are chained
-            db.execute("ALTER TABLE journal ADD COLUMN hash TEXT")
-    except BaseException:
-        db.close()
-        raise
-    return db
+class Store(Protocol):
+    """Where a journal's batches are committed and read back: the SQLite file
+    (`controller.shell.journal_store.SqliteStore`) or `MemoryStore`."""
 
+    path: str
+    #: False while the file could only be opened read-only (`reopen` when the disk allows)
+    writable: bool
+    #: why the store could only be opened read-only (None: it takes commits)
+    alarm: str | None
 
-def claim_files(path: str) -> None:
-    """Open the journal's file ourselves, never through a link, before SQLite does (it
-    follows links): created if missing; a symbolic link (a dangling one too: root must not
-    create its target), a file of another user or one with other hard links is refused
-    with `JournalRefused` naming it. Its `-wal` and `-shm`, if there, must be plain files
-    of ours as well; SQLite creates them when missing (a link planted there later, in a
-    sticky folder like /tmp, is one the kernel does not follow: protected_symlinks)."""
-    from goosectl.protocols.files import UnsafeFile, own_file, refusal
-
-    try:
-        os.close(own_file(path))
-    except UnsafeFile as exc:
-        raise JournalRefused(f"journal {path}: {exc.strerror}") from None
-    except OSError:
-        return  # a full disk, a read-only folder: SQLite says what it needs, and where
-    for name in (path + "-wal", path + "-shm"):
-        try:
-            st = os.lstat(name)
-        except OSError:
-            continue
-        why = "is a symbolic link" if stat.S_ISLNK(st.st_mode) else refusal(st)
-        if why is not None:
-            raise JournalRefused(f"journal {path}: {name} {why}: refusing it")
-
-
-def read_only(path: str, exc: sqlite3.Error, keep_rows: int = 10_000) -> sqlite3.Connection:
-    """What a journal reads from while its file cannot be opened the usual way (a full disk:
-    SQLite cannot size the WAL index, `-shm`): an in-memory copy of it, read through a
-    connection in exclusive locking mode (whose WAL index lives in memory), then closed so
-    the writer can open the file once the disk allows. Every table is copied except the
-    journal's rows, of which the last `keep_rows` (the file keeps them all)."""
-    mem = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    mem.executescript(SCHEMA)
-    if not Path(path).exists():
-        return mem
-    src = sqlite3.connect(path, isolation_level=None)
-    try:
-        src.execute("PRAGMA locking_mode=EXCLUSIVE")
-        tables = src.execute(
-            "SELECT name, sql FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'"
-        ).fetchall()
-        for name, sql in tables:
-            if name not in ("journal", "meta", "checkpoint"):
-                mem.execute(sql)
-            tail = f" ORDER BY seq DESC LIMIT {keep_rows}" if name == "journal" else ""
-            cur = src.execute(f'SELECT * FROM "{name}"{tail}')
-            rows = cur.fetchall()
-            if rows:
-                cols = ",".join(f'"{d[0]}"' for d in cur.description)
-                marks = ",".join("?" * len(rows[0]))
-                mem.executemany(f'INSERT INTO "{name}" ({cols}) VALUES ({marks})', rows)
-    except sqlite3.Error as err:
-        mem.close()
-        raise JournalIOError(path, err, 0, f"cannot be read either (opening: {exc})") from exc
-    finally:
-        src.close()
-    return mem
-
-
-class JournalStore:
-    """The write side: turns batches into rows and commits them, one transaction each.
-
-    Every row carries its link of the hash chain (`row_hash`). Opening, the store compares
-    the file's last row with `journal.head` (rows cut while no controller ran); before each
-    commit it asks SQLite whether another connection wrote (`data_version`) and looks at the
-    file (the same inode, not smaller), and if so compares the last row and verifies the
-    whole chain: a row deleted, rewritten or cut away is `tampered` (an alarm for the
-    shell) at the next commit. The chain then goes on from the store's own last row, so
-    the file keeps the break and `verify` finds the first bad row."""
-
-    def __init__(self, db: sqlite3.Connection, path: str, key: bytes | None = None) -> None:
-        self.db = db
-        self.path = path
-        self.key = key
-        self._mac = chain_mac(key)
-        #: why the file is not what this store committed (None while it is)
-        self.tampered: str | None = None
-        #: the last row this store committed (seq, hash): the next row is chained to it
-        self._head = self._tail()
-        #: the last row the file is expected to hold: ours, or what a change left there
-        self._seen = self._head
-        self._version = self._data_version()
-        #: (device, inode, size) of the file at the last look
-        self._ident: tuple[int, int, int] = (0, 0, 0)
-        self.settle()
-        #: set until the first chained commit: the seq the chain starts at goes into meta
-        self._chain_from: int | None = None
-        if db.execute("SELECT 1 FROM meta WHERE key = ?", (CHAIN_KEY,)).fetchone() is None:
-            self._chain_from = (self._head[0] if self._head else 0) + 1
-        head = db.execute("SELECT value FROM meta WHERE key = ?", (HEAD_KEY,)).fetchone()
-        if head is not None:  # changed while nobody ran: the end, at least, is cheap to see
-            want = json.loads(head[0])
-            if self._head != (want.get("seq"), want.get("hash")):
-                now = f"seq {self._head[0]}" if self._head else "no rows"
-                self.tampered = (
-                    f"journal {path}: changed while no controller ran (its last row is "
-                    f"{now}, the last one committed seq {want.get('seq')})"
-                )
-
-    def settle(self) -> None:
-        """Take the file as it is now (at the start, after our own retention, which may
-        shrink it): a file that is another one, or smaller, at the next commit was changed
-        by someone else. Our commits only grow it (WAL checkpoints write pages back)."""
-        if self.path == ":memory:":
-            return
-        with contextlib.suppress(OSError):
-            st = os.stat(self.path)
-            self._ident = (st.st_dev, st.st_ino, st.st_size)
-
-    def _tail(self) -> tuple[int, str] | None:
-        row = self.db.execute("SELECT seq, hash FROM journal ORDER BY seq DESC LIMIT 1").fetchone()
-        return None if row is None else (int(row[0]), row[1] or "")
-
-    def _data_version(self) -> int:
-        return int(self.db.execute("PRAGMA data_version").fetchone()[0])
-
-    def _check(self) -> None:
-        """Is the file still what we committed? Cheap while nobody else wrote to it (SQLite's
-        `data_version` and a stat: the same file, not smaller); when someone did, the last
-        row is compared with ours and the whole chain verified."""
-        version = self._data_version()
-        why = None
-        ident = self._ident
-        with contextlib.suppress(OSError):
-            st = os.stat(self.path)
-            ident = (st.st_dev, st.st_ino, st.st_size)
-        if ident[:2] != self._ident[:2]:
-            why = "the file was replaced by another one"
-        elif ident[2] < self._ident[2]:
-            why = f"the file was cut from {self._ident[2]} to {ident[2]} bytes"
-        elif version != self._version:
-            tail = self._tail()
-            if tail != self._seen:
-                was = f"seq {self._seen[0]}" if self._seen else "no rows"
-                now = f"seq {tail[0]}" if tail else "no rows"
-                why = f"its last row is {now}, this controller committed {was}"
-            else:
-                bad = verify(self.db, self.key)
-                if bad is not None:
-                    why = f"seq {bad[0]}: {bad[1]}"
-        self._version = version
-        self._ident = ident  # our commits only grow the file: the next check compares
-        if why is not None:
-            self.tampered = f"journal {self.path}: changed behind the controller ({why})"
-            # found once; the chain goes on from our own last row, so the file shows the
-            # break at the first row written after the change
-            self._seen = self._tail()
+    @property
+    def tampered(self) -> str | None:
+        """Why the store no longer holds what it committed (None while it does)."""
+        ...
 
     def commit(self, batches: list[Batch]) -> None:
-        """Commit the batches in one transaction, in order; JournalIOError if the disk says
-        no (the transaction is rolled back, nothing of it is written)."""
-        self._check()
-        key, mac = self.key, self._mac
-        prev = self._head[1] if self._head else ""
-        rows = []
-        for b in batches:
-            for r in b.rows:
-                row = (*r[:6], effects_digest(r[6]), *r[7:])
-                prev = row_hash(prev, row, mac)
-                rows.append((*row, prev))
-        checkpoints = [
-            (
-                mid,
-                seq,
-                pos,
-                json.dumps(snapshot, sort_keys=True, default=_json_default),
-                json.dumps(timers, sort_keys=True, default=_json_default),
-            )
-            for b in batches
-            for mid, seq, pos, snapshot, timers in b.checkpoints
-        ]
-        meta = [kv for b in batches for kv in b.meta.items()]
-        head = self._head
-        if rows:
-            head = (int(rows[-1][0]), prev)
-            meta.append((HEAD_KEY, json.dumps({"seq": head[0], "hash": prev})))
-            if self._chain_from is not None:
-                mac = "keyed-blake2b-128" if key else "blake2b-128"
-                meta.append((CHAIN_KEY, json.dumps({"mac": mac, "from_seq": rows[0][0]})))
-        db = self.db
-        try:
-            db.execute("BEGIN IMMEDIATE")
-            db.executemany("INSERT INTO journal VALUES (?,?,?,?,?,?,?,?,?,?,?)", rows)
-            db.executemany(
-                "INSERT INTO checkpoint VALUES (?,?,?,?,?) ON CONFLICT(machine) DO UPDATE SET "
-                "seq=excluded.seq, input=excluded.input, snapshot=excluded.snapshot, "
-                "timers=excluded.timers",
-                checkpoints,
-            )
-            if meta:
-                db.executemany(
-                    "INSERT INTO meta VALUES (?,?) ON CONFLICT(key) DO UPDATE SET "
-                    "value=excluded.value",
-                    meta,
-                )
-            db.execute("COMMIT")
-        except sqlite3.Error as exc:
-            self.rollback()
-            if isinstance(exc, (sqlite3.IntegrityError, sqlite3.ProgrammingError)):
-                raise  # a defect, not the disk
-            raise JournalIOError(self.path, exc, len(rows)) from exc
-        except BaseException:
-            self.rollback()
-            raise
-        self._head = self._seen = head
-        if rows:
-            self._chain_from = None
+        """All or nothing, in one transaction; `JournalIOError` when the disk says no."""
+        ...
 
-    def rollback(self) -> None:
-        if self.db.in_transaction:
-            # SQLite may have rolled back already (it does on SQLITE_FULL)
-            with contextlib.suppress(sqlite3.Error):
-                self.db.execute("ROLLBACK")
+    def reopen(self, pending: int) -> None: ...
+    def defer_sync(self) -> None: ...
+    def last_seq(self) -> int: ...
+    def get_meta(self, key: str, default: Any = None) -> Any: ...
+    def checkpoint(self, machine_id: str) -> dict[str, Any] | None: ...
+    def checkpoints(self) -> list[str]: ...
+    def rows(self, machine: str | None = None) -> Iterator[dict[str, Any]]: ...
+    def rows_after(self, seq: int) -> Iterator[dict[str, Any]]: ...
+    def keep_text(self, version: str, name: str, text: str) -> None: ...
+    def texts(self) -> dict[str, str]: ...
+    def close(self) -> None: ...
+
+
+class MemoryStore:
+    """A store that keeps what it commits in memory, as the file would (digests, chain
+    links, checkpoints through JSON): tests, replays and `table run` without --journal."""
+
+    path = ":memory:"
+    writable = True
+    alarm: str | None = None
+    tampered: str | None = None
+
+    def __init__(self) -> None:
+        self._rows: list[tuple[Any, ...]] = []
+        self._checkpoints: dict[str, tuple[str, int, int | None, str, str]] = {}
+        self._meta: dict[str, str] = {}
+        self._texts: dict[str, str] = {}
+        self._prev = ""
+        self._mac = chain_mac(None)
+
+    def commit(self, batches: list[Batch]) -> None:
+        rows, self._prev = chained_rows(batches, self._prev, self._mac)
+        self._rows += rows
+        self._checkpoints.update((c[0], c) for c in checkpoint_rows(batches))
+        for b in batches:
+            self._meta.update(b.meta)
+
+    def reopen(self, pending: int) -> None:
+        return None
+
+    def defer_sync(self) -> None:
+        return None
+
+    def last_seq(self) -> int:
+        return int(self._rows[-1][0]) if self._rows else 0
+
+    def get_meta(self, key: str, default: Any = None) -> Any:
+        value = self._meta.get(key)
+        return default if value is None else json.loads(value)
+
+    def checkpoint(self, machine_id: str) -> dict[str, Any] | None:
+        c = self._checkpoints.get(machine_id)
+        if c is None:
+            return None
+        snapshot, timers = json.loads(c[3]), json.loads(c[4])
+        return {"snapshot": snapshot, "input": c[2], "seq": c[1], "timers": timers}
+
+    def checkpoints(self) -> list[str]:
+        return sorted(self._checkpoints)
+
+    def rows(self, machine: str | None = None) -> Iterator[dict[str, Any]]:
+        for r in self._rows:
+            if machine is None or r[2] == machine:
+                yield dict(zip(COLUMNS, r, strict=True))
+
+    def rows_after(self, seq: int) -> Iterator[dict[str, Any]]:
+        for r in self._rows:
+            if r[0] > seq:
+                yield dict(zip(COLUMNS, r, strict=True))
+
+    def keep_text(self, version: str, name: str, text: str) -> None:
+        self._texts.setdefault(version, text)
+
+    def texts(self) -> dict[str, str]:
+        return dict(self._texts)
+
+    def close(self) -> None:
+        return None
 
 
 class Journal:
+    """The recording side: rows and checkpoints in memory until `flush` hands them to the
+    store (inline) or to a writer (`attach`). `store` None: a `MemoryStore`, durability
+    `memory`. A journal file is opened by `controller.shell.journal_store.open_journal`."""
+
     def __init__(
         self,
-        path: str | Path | None = None,
+        store: Store | None = None,
         durability: Durability = "group",
         interval_ms: float = 5.0,
         batch: int = 4096,
         key: bytes | None = None,
     ) -> None:
-        if path is None:
+        if store is None:
             durability = "memory"
+            store = MemoryStore()
+        elif not hasattr(store, "commit"):
+            raise TypeError(
+                f"Journal({store!r}): a journal takes a store; a journal file is opened by "
+                "goosectl.controller.shell.journal_store.open_journal"
+            )
         self.durability: Durability = durability
-        self.path = str(path) if path is not None else ":memory:"
+        self.store: Store = store
         #: the MAC key of the hash chain (None: an unkeyed chain), see `row_hash`
         self.key = key
         #: the current I/O error (an alarm for the shell), None while the disk takes commits
-        self.alarm: str | None = None
-        if self.path != ":memory:":
-            claim_files(self.path)
-        try:
-            self.db = connect(self.path, durability)
-            self._writable = True
-        except sqlite3.OperationalError as exc:
-            if self.path == ":memory:":
-                raise
-            # a full disk at start-up: read what is there, commit once the disk allows it
-            self.db = read_only(self.path, exc)
-            self._writable = False
-            self.alarm = JournalIOError(self.path, exc, 0).detail
-        except sqlite3.DatabaseError as exc:  # a damaged file: say which
-            if "not a database" in str(exc):
-                raise  # the command names the option that gave it (`--journal X: ...`)
-            raise JournalRefused(f"journal {self.path}: not a usable journal ({exc})") from None
-        try:
-            self.store = JournalStore(self.db, self.path, key)
-        except sqlite3.DatabaseError as exc:
-            self.db.close()
-            raise JournalRefused(f"journal {self.path}: not a usable journal ({exc})") from None
+        self.alarm: str | None = store.alarm
         self.interval_ns = int(interval_ms * 1_000_000)
         self.batch = batch
         self._pending: list[Row] = []
@@ -490,8 +376,7 @@ class Journal:
         self._last_flush_ns: int | None = None
         self._last_ns = 0
         self._meta: dict[str, str] = {}
-        row = self.db.execute("SELECT MAX(seq) FROM journal").fetchone()
-        self.seq = int(row[0] or 0)
+        self.seq = store.last_seq()
         #: batches committed inline or handed to the writer
         self.flushes = 0
         #: Who owns the armed timers (the runner's heap): asked at flush time, so a checkpoint
@@ -503,33 +388,33 @@ class Journal:
         self.on_commit: Callable[[], None] | None = None
         #: rows dropped because the writer was full, since the journal was opened
         self.lost_rows = 0
-        #: the loss not yet recorded: [rows, first seq, last seq, first ns, last ns, why]
-        self._loss: list[Any] | None = None
+        #: the loss not yet recorded
+        self._loss: Loss | None = None
         self._health_seen = 0
-        self._deferred = False
         if self.alarm is not None:
             self._note("io_error", "ok", "failing", self.alarm, None)
-        if self.durability != "memory":
-            # which software wrote this file (the last to open it), with its first batch
-            self.set_meta(SOFTWARE_KEY, {"goosectl": __version__})
+
+    @property
+    def path(self) -> str:
+        return self.store.path
+
+    @property
+    def db(self) -> Any:
+        """The SQLite connection of a file store (for tools and tests that read the file
+        as it is); the journal itself only talks to its store."""
+        return getattr(self.store, "db", None)
 
     def defer_sync(self, on_commit: Callable[[], None]) -> None:
         """Commit without fsync (synchronous=NORMAL: a commit is in the WAL, so it survives
         the process, when `flush` returns) and call `on_commit` after each commit: whoever
         that is fsyncs the WAL and runs the WAL checkpoints, off the caller's thread."""
         self.on_commit = on_commit
-        self._deferred = True
-        self._deferred_pragmas(self.db)
-
-    def _deferred_pragmas(self, db: sqlite3.Connection) -> None:
-        if self._deferred and self._writable:
-            db.execute("PRAGMA synchronous=NORMAL")
-            db.execute("PRAGMA wal_autocheckpoint=0")
+        self.store.defer_sync()
 
     @property
     def writable(self) -> bool:
         """False while the file could only be opened read-only (a full disk at start-up)."""
-        return self._writable
+        return self.store.writable
 
     def attach(self, sink: Sink) -> None:
         """Hand every later flush to `sink` (a writer thread) instead of committing inline.
@@ -559,17 +444,20 @@ class Journal:
             for src, ev, dst in step.transitions:
                 seq += 1
                 pend.append(
-                    (
-                        seq,
-                        now_ns,
-                        machine.id,
-                        ev,
-                        src,
-                        dst,
-                        effects,
-                        table.name,
-                        table.version,
-                        input_pos,
+                    _new_row(
+                        Row,
+                        (
+                            seq,
+                            now_ns,
+                            machine.id,
+                            ev,
+                            src,
+                            dst,
+                            effects,
+                            table.name,
+                            table.version,
+                            input_pos,
+                        ),
                     )
                 )
             self.seq = seq
@@ -583,8 +471,8 @@ class Journal:
         self._meta[key] = json.dumps(value)
 
     def get_meta(self, key: str, default: Any = None) -> Any:
-        row = self.db.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-        return default if row is None else json.loads(row[0])
+        """A meta value as committed (what `set_meta` holds for the next flush is not)."""
+        return self.store.get_meta(key, default)
 
     def maybe_flush(self, now_ns: int) -> bool:
         """Flush if the group interval passed or the batch is full; the shell calls this.
@@ -625,7 +513,7 @@ class Journal:
                 self._drop(batch, noted)
             return
         try:
-            self._ensure_writable()
+            self.store.reopen(len(self._pending))
             self.store.commit([batch])
             self._tampered(self.store.tampered, now_ns)
         except JournalIOError as exc:
@@ -655,27 +543,16 @@ class Journal:
             self._note("tampered", "intact", "tampered", why, now_ns)
             self.alarm = why
 
-    def _ensure_writable(self) -> None:
-        """After a start on a full disk: open the file for writing once the disk allows."""
-        if self._writable:
-            return
-        try:
-            db = connect(self.path, self.durability)
-        except sqlite3.Error as exc:
-            raise JournalIOError(self.path, exc, len(self._pending)) from exc
-        self.db.close()
-        self.db = db
-        self.store = JournalStore(db, self.path, self.key)
-        self._writable = True
-        self._deferred_pragmas(db)
-
     def _take(self) -> Batch | None:
         if not self._pending and not self._dirty and not self._meta:
             return None
         seq, timers = self.seq, self.timer_source
         batch = Batch(
             self._pending,
-            [(mid, seq, pos, m.snapshot(), timers(mid)) for mid, (m, pos) in self._dirty.items()],
+            [
+                Checkpoint(mid, seq, pos, m.snapshot(), timers(mid))
+                for mid, (m, pos) in self._dirty.items()
+            ],
             self._meta,
             self._dirty,
         )
@@ -695,8 +572,8 @@ class Journal:
         with the next batch that gets through (its sequence number stays unused)."""
         self._dirty = {**batch.dirty, **self._dirty}
         self._meta = {**batch.meta, **self._meta}
-        own = [r for r in batch.rows if r[2] == SELF and r is not noted]
-        lost = [r for r in batch.rows if r[2] != SELF]
+        own = [r for r in batch.rows if r.machine == SELF and r is not noted]
+        lost = [r for r in batch.rows if r.machine != SELF]
         self._pending[:0] = own
         if lost:
             self.lost_rows += len(lost)
@@ -704,21 +581,21 @@ class Journal:
             if self._loss is None:
                 _, why = self.sink.health() if self.sink is not None else (0, None)
                 reason = "writer queue full" + (f": {why}" if why else "")
-                self._loss = [0, first[0], last[0], first[1], last[1], reason]
+                self._loss = Loss(0, first.seq, last.seq, first.time_ns, last.time_ns, reason)
             loss = self._loss
-            loss[0] += len(lost)
-            loss[2], loss[4] = last[0], last[1]
+            loss.rows += len(lost)
+            loss.last_seq, loss.last_ns = last.seq, last.time_ns
         if noted is not None and self._loss is not None:
             # the rows_lost row's own number stays unused: inside the range it will name
-            self._loss[2] = max(self._loss[2], noted[0])
+            self._loss.last_seq = max(self._loss.last_seq, noted.seq)
 
-    def _note_loss(self, loss: list[Any], now_ns: int | None) -> Row:
-        n, first_seq, last_seq, first_ns, last_ns, why = loss
+    def _note_loss(self, loss: Loss, now_ns: int | None) -> Row:
+        n = loss.rows
         return self._note(
             "rows_lost",
-            f"seq {first_seq}-{last_seq}",
+            f"seq {loss.first_seq}-{loss.last_seq}",
             f"{n} rows",
-            f"{n} rows lost, recorded between {first_ns} and {last_ns} ns: {why}",
+            f"{n} rows lost, recorded between {loss.first_ns} and {loss.last_ns} ns: {loss.why}",
             now_ns,
         )
 
@@ -726,7 +603,7 @@ class Journal:
         """One of the journal's own rows (machine `journal`), numbered like any other."""
         self.seq += 1
         t = self._last_ns if now_ns is None else now_ns
-        row = (self.seq, t, SELF, event, source, target, detail, SELF, "1", None)
+        row = Row(self.seq, t, SELF, event, source, target, detail, SELF, "1", None)
         self._pending.append(row)
         return row
 
@@ -744,10 +621,10 @@ class Journal:
             )
         else:
             self._note("io_ok", "failing", "ok", "commits resumed", now_ns)
-            if not self._writable:
+            if not self.store.writable:
                 # the writer could open the file again: read the live file too
                 with contextlib.suppress(JournalIOError):
-                    self._ensure_writable()
+                    self.store.reopen(len(self._pending))
         self.alarm = why
 
     def close(self, timeout_s: float = 10.0) -> None:
@@ -763,7 +640,7 @@ class Journal:
                 with contextlib.suppress(JournalIOError):
                     self.flush()
         finally:
-            self.db.close()
+            self.store.close()
 
     @property
     def unwritten(self) -> int:
@@ -782,95 +659,31 @@ class Journal:
 
     def checkpoint(self, machine_id: str) -> dict[str, Any] | None:
         """{"snapshot", "input", "seq", "timers"} of the last committed state, or None."""
-        row = self.db.execute(
-            "SELECT snapshot, input, seq, timers FROM checkpoint WHERE machine = ?", (machine_id,)
-        ).fetchone()
-        if row is None:
-            return None
-        return {
-            "snapshot": json.loads(row[0]),
-            "input": row[1],
-            "seq": row[2],
-            "timers": json.loads(row[3]),
-        }
+        return self.store.checkpoint(machine_id)
 
     def checkpoints(self) -> list[str]:
-        return [r[0] for r in self.db.execute("SELECT machine FROM checkpoint ORDER BY machine")]
+        return self.store.checkpoints()
 
     def rows(self, machine: str | None = None) -> Iterator[dict[str, Any]]:
         """Every journal row (flushing first), optionally of one machine."""
         self._committed()
-        sql = "SELECT * FROM journal"
-        args: tuple[str, ...] = ()
-        if machine is not None:
-            sql += " WHERE machine = ?"
-            args = (machine,)
-        for r in self.db.execute(sql + " ORDER BY seq", args):
-            yield dict(zip(COLUMNS, r, strict=True))
+        return self.store.rows(machine)
 
     def rows_after(self, seq: int) -> Iterator[dict[str, Any]]:
         """Committed rows with a sequence number above `seq` (no flush)."""
-        for r in self.db.execute("SELECT * FROM journal WHERE seq > ? ORDER BY seq", (seq,)):
-            yield dict(zip(COLUMNS, r, strict=True))
+        return self.store.rows_after(seq)
+
+    def keep_text(self, version: str, name: str, text: str) -> None:
+        """Keep the text of a procedure version (the agent's: a restored session is parsed
+        from it, whatever the file says by then); `JournalIOError` if the disk says no."""
+        self.store.keep_text(version, name, text)
+
+    def texts(self) -> dict[str, str]:
+        """Every procedure text kept, by version."""
+        return self.store.texts()
 
 
-def verify(db: sqlite3.Connection, key: bytes | None = None) -> tuple[int, str] | None:
-    """The first row that breaks the hash chain, as (seq, why), or None if it is intact.
-
-    The chain starts at `journal.chain`'s `from_seq` (rows before it were written before
-    goosectl chained rows) or, after retention deleted the oldest rows, at the first row
-    left (`journal.retention`'s `below_seq`), whose own hash is taken as it is. The last
-    row must be `journal.head`: rows truncated away at the end are found there."""
-    names = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
-    if not {"journal", "meta"} <= names:
-        return (1, "no journal table (an empty or truncated file)")
-    if "hash" not in {r[1] for r in db.execute("PRAGMA table_info(journal)")}:
-        return (1, "rows without a hash chain (written by an older goosectl)")
-
-    def meta(k: str) -> dict[str, Any]:
-        row = db.execute("SELECT value FROM meta WHERE key = ?", (k,)).fetchone()
-        return json.loads(row[0]) if row else {}
-
-    chain, head, kept = meta(CHAIN_KEY), meta(HEAD_KEY), meta("journal.retention")
-    start = int(chain.get("from_seq", 1))
-    if not chain and head:
-        return (int(head["seq"]), "the chain's description (journal.chain) is missing")
-    trimmed = int(kept.get("below_seq", 0))
-    prev: str | None = None
-    last: int | None = None
-    mac = chain_mac(key)
-    sql = "SELECT * FROM journal WHERE seq >= ? ORDER BY seq"
-    for r in db.execute(sql, (start,)):
-        row, stored = tuple(r[:10]), r[10]
-        seq = int(row[0])
-        if prev is None:
-            if seq != start and not (trimmed and seq >= trimmed):
-                return (start, f"rows {start}-{seq - 1} are missing")
-            if seq == start:
-                prev = ""
-            else:  # the first row retention left: its link is where the chain resumes
-                prev = stored or ""
-                last = seq
-                continue
-        want = row_hash(prev, row, mac)
-        if stored != want:
-            why = "no hash" if not stored else "its hash does not follow the row before it"
-            return (seq, why + " (a row before it deleted, or this one changed)")
-        prev, last = want, seq
-    if head:
-        end = int(head["seq"])
-        if last is None:
-            return (start, f"no rows, where the journal's head says seq {end}")
-        if last < end:
-            return (last + 1, f"rows {last + 1}-{end} are missing (truncated)")
-        if last > end or prev != head.get("hash"):
-            return (end, "the last row is not the one the journal last committed")
-    elif last is not None:
-        return (last, "rows, but no journal.head: the journal's meta was changed")
-    return None
-
-
-def _json_default(obj: Any) -> Any:
+def json_default(obj: Any) -> Any:
     if isinstance(obj, (bytes, bytearray, memoryview)):
         return bytes(obj).hex()
     if isinstance(obj, (set, frozenset)):

@@ -16,6 +16,7 @@ from goosectl.controller.engine.context import REDUCERS, ReducerFn
 from goosectl.controller.engine.effects import CancelTimer, StartTimer
 from goosectl.controller.engine.findings import Finding, TableError
 from goosectl.controller.engine.loader import DEFAULT_LIMITS, LineOf, LoaderLimits, load_spec
+from goosectl.controller.engine.names import TableNames, check_names
 from goosectl.controller.engine.registry import (
     Action,
     Guard,
@@ -210,17 +211,21 @@ class Table:
         *,
         registry_path: Sequence[str | Path] = (),
         near: str | Path | None = None,
+        names: Iterable[type[TableNames]] = (),
     ) -> Table:
         """Validate and compile; raises TableError listing every finding.
 
         `near` is the folder of the table file and `registry_path` the folders the user
-        allowed code from (see `load_registry_module`): what the `registry:` may import."""
+        allowed code from (see `load_registry_module`): what the `registry:` may import.
+        `names`: the `States`/`Fields` the code reads this table by, each checked against
+        it (`controller.engine.names`)."""
         src = source or f"<table {spec.name}>"
         registry, findings = resolve_registry(
             spec, registries, src, registry_path=registry_path, near=near, line_of=line_of
         )
         more, bound = check(spec, registry, src, line_of)
         findings.extend(more)
+        findings.extend(check_names(spec, names, src))
         if findings:
             raise TableError(findings)
         return cls(spec, bound, src)
@@ -233,6 +238,7 @@ class Table:
         *,
         registry_path: Sequence[str | Path] = (),
         limits: LoaderLimits = DEFAULT_LIMITS,
+        names: Iterable[type[TableNames]] = (),
     ) -> Table:
         spec, line_of = load_spec(path, limits)
         return cls.from_spec(
@@ -242,6 +248,7 @@ class Table:
             line_of,
             registry_path=registry_path,
             near=Path(path).parent,
+            names=names,
         )
 
     def new(self, machine_id: str | None = None, **context: Any) -> Machine:

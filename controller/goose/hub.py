@@ -25,7 +25,7 @@ from goosectl.controller.goose.effects import (
     StreamState,
     Transmit,
 )
-from goosectl.controller.goose.publisher import Publisher, load_table
+from goosectl.controller.goose.publisher import STATUS_FIELDS, Publisher, load_table
 from goosectl.controller.goose.subscriber import SubscriberBank
 from goosectl.protocols.goose import Vlan
 from goosectl.protocols.goose.security import PROFILES
@@ -132,7 +132,8 @@ class GooseHub:
 
     def frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> list[Any]:
         """Judge one frame. The effects always hold exactly one `FrameClassified` for it."""
-        stream, hdr, status = self.bank.on_frame(buf, side, now_ns, vlan)
+        judged = self.bank.on_frame(buf, side, now_ns, vlan)
+        stream, hdr, status = judged.stream, judged.header, judged.status
         if status == "repeat":  # the fast path's own report (no dispatch, see subscriber)
             out = self.out
             if not out:
@@ -250,7 +251,7 @@ class GooseHub:
                 for pid, s in self.signers.items()
             }
         c["publishers"] = {
-            p.cfg.gocb_ref: {k: self.runner.machines[p.id].ctx[k] for k in ("st", "sq")}
+            p.cfg.gocb_ref: {k: self.runner.machines[p.id].ctx[k] for k in STATUS_FIELDS}
             | {"state": self.runner.machines[p.id].state}
             for p in self.publishers.values()
             if p.id in self.runner.machines

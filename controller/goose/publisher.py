@@ -6,6 +6,7 @@ from functools import cache
 
 from goosectl.controller.config.goose import PublisherCfg
 from goosectl.controller.engine import Table
+from goosectl.controller.engine.names import Fields
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.goose.effects import SendFrame, Transmit
 from goosectl.protocols.goose import (
@@ -92,7 +93,20 @@ class Publisher:
         return SendFrame(self.cfg.gocb_ref, tx.sides, data)
 
 
+class PublisherFields(Fields):
+    """A publisher's context read from outside its table (the hub's status view)."""
+
+    table = "goose-publisher"
+    ST = "st"
+    SQ = "sq"
+
+
+#: what the hub's status shows of each publisher's context
+STATUS_FIELDS = (PublisherFields.ST, PublisherFields.SQ)
+
+
 @cache
 def load_table() -> Table:
-    """The publisher table, loaded once per process (a `Table` is immutable)."""
-    return Table.load(TABLE_PATH)
+    """The publisher table, loaded once per process (a `Table` is immutable), checked
+    against the names the code reads it by."""
+    return Table.load(TABLE_PATH, names=(PublisherFields,))

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 from collections import Counter, OrderedDict
 from functools import cache
-from typing import Any
+from typing import Any, NamedTuple
 
 from goosectl.controller.config.goose import ABCfg, ReceiveCfg, SubscriptionCfg
 from goosectl.controller.engine import Scheduler, Table
@@ -51,6 +51,22 @@ from goosectl.protocols.ethernet.mac import format_mac
 from goosectl.protocols.goose import GooseError, Vlan, decode_all_data, parse_header
 
 TABLES = shipped("goosectl.controller.goose", "tables")
+
+
+class Judged(NamedTuple):
+    """`SubscriberBank.on_frame`'s answer for one frame (its docstring says each status)."""
+
+    #: the frame's stream, or None when it is no stream's (malformed, unmatched)
+    stream: Stream | None
+    #: the parsed header, the fast path's `FrameClassified`, or the auth gate's `Verdict`
+    header: Any
+    status: str
+
+
+#: `Judged`'s constructor without its Python-level `__new__` (every frame makes one)
+_judged = tuple.__new__
+
+
 #: flags of a judged frame that say nothing about the bytes its repeats share with it: a
 #: stream stays on the fast path after them (any other flag sends its repeats to the judge)
 REPEATABLE_FLAGS = frozenset({"wrap", "unchanged_data", "tal_late"})
@@ -219,7 +235,7 @@ class SubscriberBank:
         self.unmatched += 1
         return True
 
-    def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None):
+    def on_frame(self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None = None) -> Judged:
         """Judge one frame from network `side` ("A" or "B").
 
         Returns (stream or None, header or report or None, status): status is "judged" (the
@@ -235,15 +251,16 @@ class SubscriberBank:
             if not _whole_tlv(key):
                 self.malformed += 1  # cut short before its gocbRef ends
                 self.last_error = "truncated before the end of gocbRef"
-                return None, None, "malformed"
+                return _judged(Judged, (None, None, "malformed"))
             self.unmatched += 1  # a flood of other streams costs this, never a parse
-            return None, None, "unmatched"
+            return _judged(Judged, (None, None, "unmatched"))
         auth = self.auth
         if auth is not None:  # before anything of a stream moves (the gocbRef is unchanged)
             checked = auth.check(buf, now_ns)
             if checked is None:
                 skey = auth.last_policy.key
-                return self.streams.get(skey) if skey else None, auth.last, "auth_refused"
+                its = self.streams.get(skey) if skey else None
+                return _judged(Judged, (its, auth.last, "auth_refused"))
             buf = checked
         stream = self.fast.get(key) if key is not None else None
         rep = None
@@ -262,7 +279,7 @@ class SubscriberBank:
                     # the next sqNum before TAL ran out (not a gap, duplicate, wrap or late)
                     report = self.repeat(stream, rep[0], rep[1], side, now_ns)
                     if report is not None:
-                        return stream, report, "repeat"
+                        return _judged(Judged, (stream, report, "repeat"))
         foreign = False
         if rep is not None:
             # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
@@ -276,7 +293,7 @@ class SubscriberBank:
             except GooseError as exc:
                 self.malformed += 1
                 self.last_error = str(exc)
-                return None, None, "malformed"
+                return _judged(Judged, (None, None, "malformed"))
             vlan = full.vlan
             skey = (full.dst, full.appid, full.gocb_ref)
             stream = self.streams.get(skey)
@@ -284,10 +301,10 @@ class SubscriberBank:
                 stream = self._open(skey, full, now_ns)
                 if stream is None:
                     self.unmatched += 1
-                    return None, full, "unmatched"
+                    return _judged(Judged, (None, full, "unmatched"))
             elif stream.sub is not None and not _filters_match(stream.sub, full):
                 self.unmatched += 1
-                return None, full, "unmatched"
+                return _judged(Judged, (None, full, "unmatched"))
             if is_simulated(full):
                 stream = stream.sim or self._open_sim(stream, now_ns)
             expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
@@ -298,7 +315,7 @@ class SubscriberBank:
             elif full.src != expected:
                 if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
                     stream.counts["foreign_source"] += 1
-                    return stream, full, "foreign_source"
+                    return _judged(Judged, (stream, full, "foreign_source"))
                 # learned, not configured: the second source is judged as a sequence of
                 # its own (a conflict); its frames never become the fast path's memory
                 stream.counts["second_source"] += 1
@@ -324,13 +341,13 @@ class SubscriberBank:
             if pair in stream.recent:
                 runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 stream.counts[f"ab_duplicate_{side}"] += 1
-                return stream, hdr, "duplicate"
+                return _judged(Judged, (stream, hdr, "duplicate"))
             sel = stream.side_ids.get("selector")
             if sel is not None and _active_side(runner, sel) != side:
                 runner.feed(stream.side_ids[side], "frame", now_ns, frame)
                 _remember(stream, pair, side)
                 stream.counts[f"standby_{side}"] += 1
-                return stream, hdr, "duplicate"
+                return _judged(Judged, (stream, hdr, "duplicate"))
         fold = stream.fold
         if fold is not None:
             stream.fold = None
@@ -372,7 +389,7 @@ class SubscriberBank:
                 runner.feed(lgos.id, "ok", now_ns)
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
-        return stream, hdr, "judged"
+        return _judged(Judged, (stream, hdr, "judged"))
 
     # -- the fast path ----------------------------------------------------------------------
 

@@ -23,6 +23,7 @@ from typing import Any
 from goosectl.controller.config.link import LinkConfig
 from goosectl.controller.config.link import check_config_param as _check_config
 from goosectl.controller.engine import Table
+from goosectl.controller.engine.names import Fields, States
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.engine.scheduler import Scheduler
 from goosectl.controller.link.effects import LinkEvent, Outcome, Reopen, Signal, Submit, Transmit
@@ -34,9 +35,37 @@ from goosectl.protocols.serial.stream import StreamDecoder
 HERE = shipped("goosectl.controller.link")
 
 
+class LinkStates(States):
+    """The link machine's states that code outside its table compares against."""
+
+    table = "link"
+    DOWN = "down"
+    CONNECTING = "connecting"
+    UP = "up"
+    DEGRADED = "degraded"
+    REBOOTING = "rebooting"
+
+
+#: the states in which the device answers commands
+WORKING = frozenset({LinkStates.UP, LinkStates.DEGRADED})
+
+
+class CommandFields(Fields):
+    """The command machine's context read from outside it (by `LinkCore`, tests, views)."""
+
+    table = "link_commands"
+    NEXT_SEQ = "next_seq"
+    RETRANSMISSIONS = "retransmissions"
+    PROTOCOL_ERRORS = "protocol_errors"
+
+
 @cache
 def load_tables() -> dict[str, Table]:
-    return {"link": Table.load(HERE / "link.yaml"), "commands": Table.load(HERE / "commands.yaml")}
+    """The link's two tables, each checked against the names the code reads it by."""
+    return {
+        "link": Table.load(HERE / "link.yaml", names=(LinkStates,)),
+        "commands": Table.load(HERE / "commands.yaml", names=(CommandFields,)),
+    }
 
 
 class LinkCore:
@@ -123,7 +152,7 @@ class LinkCore:
             if isinstance(item, (m.Ack, m.Nack)):
                 self._send("commands", "response", now_ns, item)
             else:
-                nxt = self.commands.ctx["next_seq"]
+                nxt = self.commands.ctx[CommandFields.NEXT_SEQ]
                 self._send("link", "event", now_ns, (item, nxt))
         self._note_state()
 
@@ -152,17 +181,18 @@ class LinkCore:
         if items:
             build(command, 0, items)  # encodable? raises a clear EncodeError here, not later
         if seq is None:
-            seq = self.commands.ctx["next_seq"]
+            seq = self.commands.ctx[CommandFields.NEXT_SEQ]
             self._send("link", "user_command", now_ns, (Submit(command, items), seq))
         else:
-            self._send("link", "user_command", now_ns, (Submit(command, items, seq=seq), seq))
+            sub = Submit(command, items, seq=seq)
+            self._send("link", "user_command", now_ns, (sub, seq))
         return seq
 
     @property
     def next_seq(self) -> int:
         """The sequence number the next new command will carry (persist it: a restarted
         controller must continue above it, or the device answers STALE_SEQUENCE)."""
-        return self.commands.ctx["next_seq"]
+        return self.commands.ctx[CommandFields.NEXT_SEQ]
 
     def configure(self, param: int, value: int, now_ns: int) -> int:
         """Set a device parameter now and after every resync."""

@@ -39,16 +39,10 @@ from pathlib import Path
 from typing import Any
 
 from goosectl.controller import logs
-from goosectl.controller.engine.journal import (
-    Batch,
-    Journal,
-    JournalIOError,
-    JournalRefused,
-    JournalStore,
-    connect,
-)
+from goosectl.controller.engine.journal import Batch, Journal, JournalIOError, JournalRefused
 from goosectl.controller.report.bay_report import percentiles
 from goosectl.controller.shell.journal_clock import anchor as anchor_clock
+from goosectl.controller.shell.journal_store import JournalStore, connect, open_journal
 
 log = logging.getLogger(__package__)
 
@@ -565,8 +559,8 @@ class LiveJournals:
         agent_fsync: str = "thread",
     ) -> None:
         key = journal_key()
-        self.bay = Journal(bay_path, durability="group", key=key) if bay_path else None
-        self.agent = Journal(agent_path, durability="step", key=key) if agent_path else None
+        self.bay = open_journal(bay_path, durability="group", key=key) if bay_path else None
+        self.agent = open_journal(agent_path, durability="step", key=key) if agent_path else None
         for journal in (self.bay, self.agent):  # monotonic times -> UTC (journal_utc view)
             anchor_clock(journal, "monotonic")
         self.writer = (

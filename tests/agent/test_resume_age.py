@@ -19,6 +19,7 @@ from goosectl.controller.config.load import load_config
 from goosectl.controller.engine import Journal
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.firmware_sim.core import Firmware
 
 REPO = Path(__file__).resolve().parents[2]
@@ -36,7 +37,7 @@ steps:
 
 
 def _controller(tmp: Path, now: int, max_age_s: float) -> tuple[AgentBay, Journal]:
-    journal = Journal(tmp / "agent.sqlite", durability="step")
+    journal = open_journal(tmp / "agent.sqlite", durability="step")
     service = AgentService(FolderPlanner(tmp / "procedures"), journal)
     bay = BayController(load_config(CONFIG, ControllerConfig), now, None)
     bay.start(now)

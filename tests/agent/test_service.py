@@ -9,6 +9,7 @@ from goosectl.controller.agent.effects import CancelTool
 from goosectl.controller.agent.procedure import ProcedureError, load_procedure
 from goosectl.controller.agent.service import ACTIVE, TABLE
 from goosectl.controller.engine import Machine, Table
+from goosectl.controller.shell.journal_store import open_journal
 
 from .conftest import PROCEDURES
 
@@ -230,18 +231,17 @@ def test_bad_parameters_and_unknown_procedures_are_refused(rig):
 
 
 def test_restore_brings_back_running_and_queued_sessions(folder, tmp_path):
-    from goosectl.controller.engine import Journal
 
     from .conftest import Rig
 
     path = tmp_path / "agent.sqlite"
-    rig = Rig(folder, Journal(path, durability="step"))
+    rig = Rig(folder, open_journal(path, durability="step"))
     rig.op(op="run", procedure="isolate", params={"bay": 1})
     queued = rig.op(op="run", procedure="close", params={"bay": 1})
     rig.run(10)
     assert queued["queued"] and rig.state("s1") == "awaiting_confirmation"
     # a new controller process on the same journal
-    rig2 = Rig(folder, Journal(path, durability="step"))
+    rig2 = Rig(folder, open_journal(path, durability="step"))
     assert rig2.host.restore(rig2.now) == 2
     assert rig2.state("s1") == "awaiting_confirmation" and rig2.state("s2") == "receiving_input"
     assert rig2.service.locks == {"bay1": "s1"}

@@ -20,6 +20,7 @@ from goosectl.controller.agent.tools import TOOLS, Check, ToolArgs, ToolSet
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.logic.core import BayController
+from goosectl.controller.shell.journal_store import open_journal
 
 from .conftest import PROCEDURES, Rig
 
@@ -259,16 +260,15 @@ steps:
 
 
 def test_a_restored_session_whose_text_fails_today_s_checks_fails_that_step_only(folder, tmp_path):
-    from goosectl.controller.engine import Journal
 
     path = tmp_path / "agent.sqlite"
     (folder / "old.yaml").write_text(OLD)
-    rig = Rig(folder, Journal(path, durability="step"), tools=TOOLS.merged(LAX))
+    rig = Rig(folder, open_journal(path, durability="step"), tools=TOOLS.merged(LAX))
     assert rig.op(op="run", procedure="old", params={})["ok"]
     rig.run(10)
     assert rig.state("s1") == "awaiting_confirmation"
     # restarted with today's tools: the folder's copy is rejected, the journal's restored
-    rig2 = Rig(folder, Journal(path, durability="step"))
+    rig2 = Rig(folder, open_journal(path, durability="step"))
     assert "steps.verify.args.position" in rig2.service.planner.errors[str(folder / "old.yaml")]
     assert rig2.host.restore(rig2.now) == 1
     assert rig2.state("s1") == "awaiting_confirmation"

@@ -18,6 +18,7 @@ from goosectl.controller.config.load import load_config
 from goosectl.controller.engine import Journal
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.firmware_sim.core import Firmware
 from tests.agent.conftest import NOOP, PROCEDURES
 
@@ -87,7 +88,7 @@ def test_ended_sessions_beyond_the_kept_number_leave_memory_not_the_journal(tmp_
     folder = tmp_path / "procedures"
     shutil.copytree(PROCEDURES, folder)
     (folder / "noop.yaml").write_text(NOOP)
-    journal = Journal(tmp_path / "agent.sqlite", durability="step")
+    journal = open_journal(tmp_path / "agent.sqlite", durability="step")
     host, wire = rig(keep=10, folder=folder, journal=journal)
     for i in range(300):
         assert host.handle({"op": "run", "procedure": "noop", "params": {"n": i}}, wire.now_ns)[

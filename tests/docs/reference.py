@@ -123,14 +123,15 @@ def config_md() -> str:
 
 
 def journal_md() -> str:
-    from goosectl.controller.engine.journal import SCHEMA
+    from goosectl.controller.shell.journal_store import SCHEMA
 
     return "\n".join(
         [
             "# Journal schema",
             "",
-            "Generated from the SQL that creates every journal (`controller/engine/journal.py`",
-            "`SCHEMA`; `python -m tests.docs.reference`). What the rows mean, durability and",
+            "Generated from the SQL that creates every journal file",
+            "(`controller/shell/journal_store.py` `SCHEMA`; `python -m tests.docs.reference`).",
+            "What the rows mean, durability and",
             "retention: [engine.md](../engine.md).",
             "",
             "```sql",

@@ -14,6 +14,7 @@ import pytest
 
 from goosectl.controller.engine import Journal, Scheduler, Table
 from goosectl.controller.engine.journal import JournalIOError
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import JournalWriter, Retention, WalSyncer
 from tests.support.smallfs import fill, small_tmpfs
 
@@ -114,16 +115,16 @@ def every_gap_is_explained(path: Path) -> None:
 
 
 def test_writer_gives_the_same_journal_as_inline_commits(tmp_path, table):
-    inline = Journal(tmp_path / "inline.sqlite", durability="group")
+    inline = open_journal(tmp_path / "inline.sqlite", durability="group")
     drive(inline, table, 3000)
     inline.close()
 
-    threaded = Journal(tmp_path / "writer.sqlite", durability="group")
+    threaded = open_journal(tmp_path / "writer.sqlite", durability="group")
     writer = JournalWriter(threaded).start()
     drive(threaded, table, 3000)
     threaded.set_meta("k", {"v": 1})
     threaded.close()
-    inline2 = Journal(tmp_path / "inline.sqlite", durability="group")
+    inline2 = open_journal(tmp_path / "inline.sqlite", durability="group")
     inline2.set_meta("k", {"v": 1})
     inline2.close()
 
@@ -138,7 +139,7 @@ def test_a_full_queue_drops_rows_counts_them_and_says_so(tmp_path, table):
     tool would): the loop never waits, drops what does not fit, and the journal says how
     many rows it lost; checkpoints are not lost."""
     path = tmp_path / "j.sqlite"
-    journal = Journal(path, durability="group", interval_ms=1)
+    journal = open_journal(path, durability="group", interval_ms=1)
     writer = JournalWriter(journal, max_rows=50, retry_s=0.05).start()
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
@@ -171,7 +172,7 @@ def test_a_full_queue_drops_rows_counts_them_and_says_so(tmp_path, table):
 def test_disk_full_is_an_alarm_and_the_journal_resumes_when_space_returns(tmp_path, table):
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         path = disk / "j.sqlite"
-        journal = Journal(path, durability="group", interval_ms=1)
+        journal = open_journal(path, durability="group", interval_ms=1)
         writer = JournalWriter(journal, max_rows=2000, retry_s=0.05).start()
         runner = drive(journal, table, 200)
         filler = fill(disk)
@@ -205,7 +206,7 @@ def test_inline_commit_on_a_full_disk_raises_keeps_the_rows_and_resumes(tmp_path
     lost; the next flush after space returns writes it all."""
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         path = disk / "agent.sqlite"
-        journal = Journal(path, durability="step")
+        journal = open_journal(path, durability="step")
         runner = Scheduler(journal)
         runner.start(table.new("w"), 0)
         journal.flush(0)
@@ -239,14 +240,14 @@ def test_inline_commit_on_a_full_disk_raises_keeps_the_rows_and_resumes(tmp_path
 def test_a_start_on_a_full_disk_reads_the_journal_and_resumes_writing_later(tmp_path, table):
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         path = disk / "j.sqlite"
-        first = Journal(path, durability="group")
+        first = open_journal(path, durability="group")
         drive(first, table, 100)
         first.set_meta("link.seq", 41)
         first.close()
         before = dump(path)[0]
         filler = fill(disk)
 
-        journal = Journal(path, durability="group", interval_ms=1)  # no traceback
+        journal = open_journal(path, durability="group", interval_ms=1)  # no traceback
         assert not journal.writable and "disk" in journal.alarm
         assert journal.get_meta("link.seq") == 41
         assert journal.seq == before[-1][0] + 1  # numbered on, after its io_error row
@@ -268,7 +269,7 @@ def test_a_start_on_a_full_disk_reads_the_journal_and_resumes_writing_later(tmp_
 
 def test_retention_by_size_keeps_the_file_bounded_and_says_what_it_deleted(tmp_path, table):
     path = tmp_path / "j.sqlite"
-    journal = Journal(path, durability="group", interval_ms=1)
+    journal = open_journal(path, durability="group", interval_ms=1)
     limit = 300 * 1024
     writer = JournalWriter(journal, retention=Retention(max_bytes=limit, every_s=0.0)).start()
     runner = drive(journal, table, 500)
@@ -294,7 +295,7 @@ def test_retention_by_size_keeps_the_file_bounded_and_says_what_it_deleted(tmp_p
 
 def test_retention_by_age_deletes_what_was_written_before_the_limit(tmp_path, table):
     path = tmp_path / "j.sqlite"
-    journal = Journal(path, durability="group", interval_ms=1)
+    journal = open_journal(path, durability="group", interval_ms=1)
     writer = JournalWriter(
         journal, retention=Retention(max_bytes=None, max_age_s=0.5, every_s=0.05)
     ).start()
@@ -322,7 +323,7 @@ def dump_meta(path: Path, key: str) -> str:
 
 def test_step_commits_are_fsynced_by_the_syncer_not_the_caller(tmp_path, table):
     path = tmp_path / "agent.sqlite"
-    journal = Journal(path, durability="step")
+    journal = open_journal(path, durability="step")
     syncer = WalSyncer(journal).start()
     assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
     runner = Scheduler(journal)

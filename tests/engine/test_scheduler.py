@@ -15,7 +15,7 @@ from goosectl.controller.agent.planner import FolderPlanner
 from goosectl.controller.agent.service import AgentService
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
-from goosectl.controller.engine import Journal, Registry, RunawayError, Scheduler, Table
+from goosectl.controller.engine import Registry, RunawayError, Scheduler, Table
 from goosectl.controller.engine.effects import Effect, Raise
 from goosectl.controller.engine.spec import MachineSpec
 from goosectl.controller.link import effects as link_effects
@@ -23,6 +23,7 @@ from goosectl.controller.link.core import LinkCore
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.logic.effects import DeviceCommand, InputChanged
 from goosectl.controller.replay.virtual_wire import VirtualWire
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.firmware_sim import effects as board_effects
 from goosectl.firmware_sim.core import INJECTIONS, Firmware
 
@@ -154,7 +155,7 @@ def test_feed_fires_due_timers_first_and_journals_every_step_in_order(tmp_path):
         ["arm", "ring", "ask"],
         timers=[{"state": "idle", "after_ms": 2, "event": "ring"}],
     )
-    j = Journal(tmp_path / "j.sqlite")
+    j = open_journal(tmp_path / "j.sqlite")
     s, said = scheduler_with(("t", t), journal=j)
     s.feed("t", "ask", 3_000_000)  # the timer armed at start (due at 2 ms) fires first
     assert said == ["t:rang", "t:asked"]

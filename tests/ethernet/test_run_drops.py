@@ -20,6 +20,7 @@ from goosectl.controller.config.goose import RxRingCfg
 from goosectl.controller.config.load import load_config
 from goosectl.controller.engine.journal import Journal
 from goosectl.controller.logic.core import BayController
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.live_bay import BayLive
 from goosectl.protocols.goose import GooseFrame, encode_frame
 from tests.ethernet.burst import MmsgSender
@@ -52,7 +53,7 @@ def controller(journal: Journal, ring: RxRingCfg | None = None) -> BayController
 
 def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> None:
     caplog.set_level(logging.WARNING, logger="goosectl.controller.shell")
-    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal, RxRingCfg(frames=20, block_kib=4))
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
@@ -81,7 +82,7 @@ def test_run_counts_shows_and_journals_kernel_drops(wire, tmp_path, caplog) -> N
 
 
 def test_run_default_ring_keeps_a_burst(wire, tmp_path) -> None:
-    journal = Journal(tmp_path / "bay.sqlite", durability="group")
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group")
     bay = controller(journal)
     with wire.right.entered():
         live = BayLive(bay, wire.veth.b, None, "loop://", status_every=False)
@@ -142,7 +143,7 @@ def test_goosectl_run_reports_and_journals_drops(wire, tmp_path) -> None:
     rx = stopped["rx"]
     assert rx["drops"] > 0 and rx["received"] + rx["drops"] + rx["unread"] == 2_000
     assert stopped["counters"]["rx.drops"] == rx["drops"]
-    journal = Journal(state / "bay.sqlite", durability="group")
+    journal = open_journal(state / "bay.sqlite", durability="group")
     rows = list(journal.rows("limit:rx_ring.A"))
     journal.close()
     assert rows and rows[0]["event"] == "crossed"

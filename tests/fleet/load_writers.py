@@ -14,8 +14,9 @@ import sys
 import time
 from pathlib import Path
 
-from goosectl.controller.engine import Journal, Scheduler, Table
+from goosectl.controller.engine import Scheduler, Table
 from goosectl.controller.shell.journal_clock import anchor
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import JournalWriter, Retention
 
 TOGGLE = """
@@ -37,7 +38,7 @@ def main(root: Path, n: int, rate: float, seconds: float) -> None:
     for i in range(n):
         d = root / f"c{i:02d}"
         d.mkdir(exist_ok=True)
-        journal = Journal(d / "bay.sqlite", durability="group", interval_ms=50)
+        journal = open_journal(d / "bay.sqlite", durability="group", interval_ms=50)
         JournalWriter(journal, retention=Retention(max_bytes=None, max_age_s=None)).start()
         anchor(journal, "monotonic")
         runner = Scheduler(journal)

@@ -10,11 +10,11 @@ import time
 from pathlib import Path
 
 from goosectl.controller.config.uplink import UplinkCfg
-from goosectl.controller.engine import Journal
 from goosectl.controller.fleet.collector import Collector
 from goosectl.controller.fleet.source import Checkpoint, held_from, save_checkpoint
 from goosectl.controller.fleet.store import Store
 from goosectl.controller.fleet.uplink import Uplink
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import JournalWriter, Retention
 from tests.engine.test_journal_writer import drive, feed
 from tests.engine.test_journal_writer import table as table
@@ -35,7 +35,7 @@ def test_retention_by_age_never_deletes_a_row_the_broker_has_not_acknowledged(
     table,
 ) -> None:
     save_checkpoint(tmp_path / "uplink.json", Checkpoint(acked_seq=100, bd_seq=1))
-    journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
     writer = JournalWriter(
         journal,
         retention=Retention(
@@ -58,7 +58,7 @@ def test_rows_deleted_unsent_are_announced_as_a_lost_range_and_stay_an_alarm(
     table,
 ) -> None:
     broker = Mosquitto(tmp_path)
-    journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
     writer = JournalWriter(journal, retention=Retention(max_bytes=None, max_age_s=None)).start()
     drive(journal, table, 200)
     journal.close()
@@ -107,7 +107,7 @@ def test_a_new_journal_under_an_old_checkpoint_is_said_and_not_sent_as_the_old_r
     tmp_path: Path, table
 ) -> None:
     broker = Mosquitto(tmp_path)
-    journal = Journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
+    journal = open_journal(tmp_path / "bay.sqlite", durability="group", interval_ms=1)
     JournalWriter(journal, retention=Retention(max_bytes=None, max_age_s=None)).start()
     drive(journal, table, 50)
     journal.close()

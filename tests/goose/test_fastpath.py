@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.goose.effects import FrameClassified, StreamState
 from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.protocols.goose import (
     Boolean,
     GooseFrame,
@@ -387,9 +388,8 @@ def test_ab_streams_stay_on_the_judged_path():
 
 
 def test_repeats_write_no_journal_rows_and_the_fold_is_one(tmp_path):
-    from goosectl.controller.engine import Journal
 
-    j = Journal(str(tmp_path / "j.sqlite"), durability="group")
+    j = open_journal(str(tmp_path / "j.sqlite"), durability="group")
     h = GooseHub(journal=j)
     h.frame(frame(sq_num=0), "A", 0)
     j.flush()

@@ -6,9 +6,9 @@ crossing is one alarm and one journal row, the all-clear another."""
 from __future__ import annotations
 
 from goosectl.controller.config.goose import GooseConfig
-from goosectl.controller.engine import Journal
 from goosectl.controller.engine.effects import Alarm
 from goosectl.controller.goose.hub import GooseHub
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.protocols.goose import decode_frame
 
 from .helpers import GOCB, MS, UTC0, bools, frames, pub_cfg, publisher
@@ -103,7 +103,7 @@ def test_a_chattering_publisher_is_bounded_over_15_seconds():
 
 
 def test_the_crossing_and_the_clear_are_journal_rows(tmp_path):
-    journal = Journal(tmp_path / "j.sqlite", durability="memory")
+    journal = open_journal(tmp_path / "j.sqlite", durability="memory")
     hub = GooseHub(
         GooseConfig.model_validate({"publishers": [pub_cfg(max_changes=2, change_window_ms=50)]}),
         journal=journal,

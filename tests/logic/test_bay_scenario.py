@@ -11,12 +11,12 @@ from goosectl.controller.config.bay import ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
 from goosectl.controller.demo.scenario import EPOCH, S, build
-from goosectl.controller.engine import Journal
 from goosectl.controller.engine.effects import Alarm, Notify
 from goosectl.controller.goose.effects import StreamState
 from goosectl.controller.logic.core import BayController, BayStep
 from goosectl.controller.logic.effects import DeviceCommand
 from goosectl.controller.replay.bay_replay import BayReplay
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.firmware_sim.core import Firmware
 from goosectl.protocols.ethernet.pcap import read_capture
 from goosectl.protocols.goose import decode_frame
@@ -29,7 +29,7 @@ def run(tmp_path: Path, scn=None, name: str = "run"):
     cfg = load_config(CONFIG, ControllerConfig)
     scn = scn or build()
     t0 = scn.frames[0][0]
-    journal = Journal(tmp_path / f"{name}.sqlite", durability="group")
+    journal = open_journal(tmp_path / f"{name}.sqlite", durability="group")
     bay = BayController(cfg, t0, journal)
     reports: list = []
     replay = BayReplay(

@@ -16,10 +16,10 @@ from typing import Any
 from goosectl.controller.config.bay import ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.demo.scenario import build
-from goosectl.controller.engine import Journal
 from goosectl.controller.goose.effects import SendFrame
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.replay.bay_replay import BayReplay
+from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.reflex_live import LiveReflex
 from goosectl.firmware_sim.core import Firmware
 from goosectl.protocols.goose import Vlan
@@ -71,7 +71,7 @@ def replay(tmp_path: Path, name: str, cls: type[BayController]):
     cfg = load_config(CONFIG, ControllerConfig)
     scn = build()
     t0 = scn.frames[0][0]
-    journal = Journal(tmp_path / f"{name}.sqlite", durability="group")
+    journal = open_journal(tmp_path / f"{name}.sqlite", durability="group")
     bay = cls(cfg, t0, journal)
     run = BayReplay(bay, Firmware(now_ns=t0), tmp_path / f"{name}.pcap")
     run.run(scn.frames, run.inject(scn.faults), scn.end_ns)

@@ -23,6 +23,7 @@ import pytest
 import goosectl.controller as controller
 from goosectl.controller.config.bay import DEFAULT_CONFIG
 from goosectl.controller.engine.journal import SOFTWARE_KEY, Journal
+from goosectl.controller.shell.journal_store import open_journal
 from tests.support.peers import CAPTURES, REPO
 
 PACKAGES = ("controller", "protocols", "firmware_sim")
@@ -217,8 +218,8 @@ def test_examples_are_plain_files_equal_to_the_packaged_defaults() -> None:
 
 def test_the_journal_records_the_software_version(tmp_path) -> None:
     path = tmp_path / "j.sqlite"
-    journal = Journal(path)
+    journal = open_journal(path)
     journal.flush(0)
     journal.close()
-    assert Journal(path).get_meta(SOFTWARE_KEY) == {"goosectl": controller.__version__}
+    assert open_journal(path).get_meta(SOFTWARE_KEY) == {"goosectl": controller.__version__}
     assert Journal(None).get_meta(SOFTWARE_KEY) is None  # memory journals write nothing
