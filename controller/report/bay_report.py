@@ -179,12 +179,12 @@ def describe(r: Any) -> str | None:
                 f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
                 f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
             )
+        flags = f" [{', '.join(r.flags)}]" if r.flags else ""
         if r.cls in REPLAY_CLASSES:  # never delivered: the receive rules refused it
             return (
                 f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
-                f"{r.cls} ({REPLAY_CLASSES[r.cls]})"
+                f"{r.cls}{flags} ({REPLAY_CLASSES[r.cls]})"
             )
-        flags = f" [{', '.join(r.flags)}]" if r.flags else ""
         return f"frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
     if isinstance(r, RxDrops):
         return (

@@ -358,7 +358,7 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
             ctl.refused_input("q test")
             ied("trip 0")
             ied("sim 1")  # refused: the controller is not in simulation mode
-            mode = goosectl("mode", "test", "--control", str(sock))
+            mode = goosectl("mode", "test", "--json", "--control", str(sock))
             ied("trip 1 test")  # acts: the breaker opens
             ctl.wait("open the breaker", lambda: ctl.bay.bay.state == "open")
             status = goosectl("status", "--json", "--control", str(sock))
