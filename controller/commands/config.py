@@ -111,15 +111,20 @@ def sniff(path: Path) -> tuple[Kind, dict | None]:
 
 
 def _findings(path: Path, what: str, findings: list[str]) -> NoReturn:
-    """Print each finding, then say how many there were. A finding may span lines (a
-    parser's message quotes the line it stopped at): its later lines are indented, so
-    what a user counts on the screen is the number the last line reports."""
+    """Print each finding, then say how many there were."""
+    show_findings(findings)
+    raise CommandError(f"{path}: {what}: {len(findings)} finding(s)", EXIT_FINDINGS)
+
+
+def show_findings(findings: list[str]) -> None:
+    """Each finding on stderr. A finding may span lines (a parser's message quotes the line
+    it stopped at): its later lines are indented, so what a user counts on the screen is
+    the number the command reports (`config check`, `table check`)."""
     for finding in findings:
         first, *rest = [line for line in finding.splitlines() if line.strip()] or [""]
         print(first, file=sys.stderr)
         for line in rest:
             print(f"    {line}", file=sys.stderr)
-    raise CommandError(f"{path}: {what}: {len(findings)} finding(s)", EXIT_FINDINGS)
 
 
 def config_findings(exc: BaseException) -> list[str]:

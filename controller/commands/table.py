@@ -114,8 +114,9 @@ def _load(args: argparse.Namespace) -> Table:
 
             sniff(path)  # names what the file is when it can tell (a capture, a journal)
             raise CommandError(f"{path}: {exc.findings[0].reason}") from None
-        for f in exc.findings:
-            print(f, file=sys.stderr)
+        from goosectl.controller.commands.config import show_findings
+
+        show_findings([str(f) for f in exc.findings])
         raise CommandError(f"{path}: {len(exc.findings)} finding(s)", EXIT_FINDINGS) from exc
 
 

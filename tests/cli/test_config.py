@@ -188,3 +188,15 @@ def test_config_check_of_every_example_finds_nothing() -> None:
     for path in examples:
         done = goosectl("config", "check", str(path))
         assert done.stdout.startswith(f"{path}: ok: ") and not done.stderr, path
+
+
+def test_table_check_counts_findings_not_lines(tmp_path) -> None:
+    """`table check` of a table that does not parse: the parser's message quotes the line it
+    stopped at (several lines), shown as one finding, as `config check` shows it."""
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("states: [a\ninitial: a\n")
+    done = goosectl("table", "check", str(bad), check=False)
+    assert done.returncode == 1, done.stderr
+    *printed, last = done.stderr.splitlines()
+    assert last == f"goosectl: {bad}: 1 finding(s)", done.stderr
+    assert sum(1 for line in printed if not line[:1].isspace()) == 1, done.stderr
