@@ -12,23 +12,16 @@ import sys
 
 import pytest
 
-from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.lines import Lines
-from tests.support.prp_sender import Scenario
+from tests.support.prp_sender import Scenario, two_lans
 
 pytestmark = pytest.mark.root
 
 
 @pytest.fixture
 def lans(netlab):
-    left, right = netlab.namespace(), netlab.namespace()
-    netlab.veth(left, right, a="ta", b="ra")
-    netlab.veth(left, right, a="tb", b="rb")
-    with left.entered():
-        socks = {"A": RawSocket("ta", timestamps=False), "B": RawSocket("tb", timestamps=False)}
-    yield left, right, socks
-    for s in socks.values():
-        s.close()
+    with two_lans(netlab) as made:
+        yield made
 
 
 def listen(right, *args: str) -> tuple[subprocess.Popen, Lines]:

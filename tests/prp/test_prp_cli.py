@@ -17,9 +17,8 @@ import pytest
 import yaml
 
 from goosectl.controller.config.bay import DEFAULT_CONFIG
-from goosectl.protocols.ethernet.rawsock import RawSocket
 from tests.support.procs import goosectl
-from tests.support.prp_sender import DST, GOCB, Scenario
+from tests.support.prp_sender import DST, GOCB, Scenario, two_lans
 
 pytestmark = pytest.mark.root
 
@@ -28,14 +27,8 @@ MIB = ("Rx", "ErrWrongLan", "Unique", "Duplicate", "Multi")
 
 @pytest.fixture
 def lans(netlab):
-    left, right = netlab.namespace(), netlab.namespace()
-    netlab.veth(left, right, a="ta", b="ra")
-    netlab.veth(left, right, a="tb", b="rb")
-    with left.entered():
-        socks = {"A": RawSocket("ta", timestamps=False), "B": RawSocket("tb", timestamps=False)}
-    yield right, socks
-    for s in socks.values():
-        s.close()
+    with two_lans(netlab) as made:
+        yield made
 
 
 def bay_config(tmp_path: Path) -> Path:
@@ -74,7 +67,7 @@ def wait_rx(sock: Path, want: dict[str, int], timeout_s: float = 30.0) -> dict:
     ids=["loss,triples", "crossed"],
 )  # fmt: skip
 def test_status_and_the_stop_report_show_the_mib_counters(lans, tmp_path, faults) -> None:
-    right, socks = lans
+    _, right, socks = lans
     ctl = tmp_path / "ctl.sock"
     proc = right.popen(
         [sys.executable, "-u", "-m", "goosectl", "run", "--config", str(bay_config(tmp_path)),

@@ -8,10 +8,14 @@ asked for: loss on one LAN, a cut, reordering, extra copies, wrong LanIds."""
 
 from __future__ import annotations
 
+import contextlib
 import random
 import struct
+from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from goosectl.protocols.ethernet.rawsock import RawSocket
 from goosectl.protocols.goose.data import Boolean
 from goosectl.protocols.goose.frame import GooseFrame, encode_frame
 
@@ -107,3 +111,19 @@ class Scenario:
             kind = "Unique" if n == 1 else "Duplicate" if n == 2 else "Multi"
             counts[f"lreCnt{kind}{port}"] += 1
         return counts
+
+
+@contextlib.contextmanager
+def two_lans(netlab: Any) -> Iterator[tuple[Any, Any, dict[str, RawSocket]]]:
+    """LAN A and LAN B: two veth pairs between a sender namespace (ta, tb) and a receiver
+    namespace (ra, rb), with the sender's raw sockets, closed at the end."""
+    left, right = netlab.namespace(), netlab.namespace()
+    netlab.veth(left, right, a="ta", b="ra")
+    netlab.veth(left, right, a="tb", b="rb")
+    with left.entered():
+        socks = {"A": RawSocket("ta", timestamps=False), "B": RawSocket("tb", timestamps=False)}
+    try:
+        yield left, right, socks
+    finally:
+        for s in socks.values():
+            s.close()
