@@ -140,10 +140,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--reflex",
         action=argparse.BooleanOptionalAction,
-        default=False,
-        help="the trip reflex: a trip frame the engine armed for writes the TRIP before the "
-        "engine handles it (docs/reflex.md; off by default until it is shown faster on the "
-        "wire than the engine's path, docs/performance.md)",
+        default=True,
+        help="the trip reflex (on by default): a trip frame the engine armed for writes the "
+        "TRIP before the engine handles it, the engine still deciding and checking it "
+        "(docs/reflex.md); --no-reflex leaves every frame to the engine's path alone",
     )
     p.set_defaults(func=run)
 

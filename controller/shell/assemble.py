@@ -73,7 +73,7 @@ class RunOptions:
     cpu: int | None = None
     rt_priority: int = 50
     uplink_hold: Callable[[], int | None] | None = None
-    reflex: bool = False  # the trip reflex (docs/reflex.md)
+    reflex: bool = True  # the trip reflex (docs/reflex.md); `run --no-reflex` turns it off
 
 
 @dataclass
