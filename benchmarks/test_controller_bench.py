@@ -44,7 +44,7 @@ import pytest
 
 from benchmarks.percentiles import check_budget, host_jitter, jitter_note, ratio, summarise
 from goosectl.controller.shell.realtime import CpuLatency
-from goosectl.lab import iec61850_pingpong
+from goosectl.lab import iec61850_pingpong, sched_stats
 from goosectl.lab.floors import pty_round_trips
 from goosectl.lab.latency import TripBench
 from goosectl.lab.wire_floor import WireFloor
@@ -139,10 +139,18 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
 
         trip = WireTrip(load_fps=load_fps, spin=spin, cpu_latency_us=0 if idle_poll else None)
         try:
+            pids = {"run": trip.procs[1].pid, "sim": trip.procs[0].pid}
+            before = {k: sched_stats.snapshot(pid) for k, pid in pids.items()}
             with peer_fifo():  # the peer is another device: its send is not held up here
                 times = [trip.sample() for _ in range(n)]
+            waited = {
+                k: sched_stats.between(before[k], sched_stats.snapshot(pid))
+                for k, pid in pids.items()
+            }
         finally:
             trip.close()
+        # whose the tail is: each thread's CPU and wait for a CPU, the host's stolen share
+        benchmark.extra_info["scheduling"] = waited
     # the controller's own view (socket read -> effects out, every frame it handled): tells
     # a slow trip inside goosectl from one lost to scheduling outside it
     report = json.loads(trip.controller_report or "{}")
@@ -177,7 +185,8 @@ def test_on_the_wire_trip(benchmark, short, floors, load_fps, spin, idle_poll):
         f"raw echo after the same {QUIET_S * 1e3:g} ms quiet {versus(echo_quiet)}, back to "
         f"back {versus(echo)}; libiec61850 ping-pong after the quiet {versus(lib_quiet)}, back "
         f"to back {versus(lib)}; goosectl's own: {inside}; frame read -> device command "
-        f"written: {device}"
+        f"written: {device}; while the trips ran, each thread's CPU and wait for a CPU (the "
+        f"loop's tid is its process's) and the host's stolen share: {waited}"
     )
     assert res.p99 < HARD_LIMIT_US, numbers
     # the ratio against the echo measured as the trip is: after the same quiet (back to
