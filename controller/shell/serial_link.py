@@ -97,6 +97,8 @@ class SerialLink:
         self.write_deadline_ns = int(write_deadline_s * 1e9)
         self.max_unsent = max_unsent
         self.exclusive = exclusive
+        #: the time `take_waiting` read the port at, until the round's `poll`
+        self._taken_at: int | None = None
 
     # ------------------------------------------------------------------ port
 
@@ -152,7 +154,10 @@ class SerialLink:
         """Read what arrived, run due timers, write what the core produced, deliver
         outcomes. Non-blocking. Returns the number of bytes read."""
         now = self._now(now_ns)
-        n = self._read(now)
+        # read once a round: bytes that came after `take_waiting`'s read at this time came
+        # after this time's timers too, and the next round takes them before its own
+        n = 0 if self._taken_at == now else self._read(now)
+        self._taken_at = None
         self.core.advance(now)
         if self.core.reopen_wanted:
             self.open(now)
@@ -167,6 +172,7 @@ class SerialLink:
         Writes what the core answered; returns the number of bytes read."""
         now = self._now(now_ns)
         n = self._read(now)
+        self._taken_at = now
         if n:
             self._flush(now)
         return n
