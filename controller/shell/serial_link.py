@@ -184,11 +184,12 @@ class SerialLink:
             return 0
         chunks: list[bytes] = []
         total = 0
+        failed = False
         while total < READ_MAX:
             try:
                 chunk = self.port.read(READ_CHUNK)
             except PORT_ERRORS:
-                self._lost(now)
+                failed = True
                 break
             if not chunk:
                 break
@@ -196,9 +197,11 @@ class SerialLink:
             total += len(chunk)
             if len(chunk) < READ_CHUNK:
                 break
-        if total:
+        if total:  # what came before the port failed, before its loss
             self.bytes_in += total
             self.core.receive(b"".join(chunks), now)
+        if failed:
+            self._lost(now)
         return total
 
     def write_pending(self, now_ns: int | None = None) -> None:
