@@ -3,7 +3,7 @@
     core = LinkCore(LinkConfig(), now_ns)   # link starts `down`
     core.opened(now_ns)                     # the shell opened the port -> connecting
     seq = core.send_command("trip", now_ns)
-    core.receive(data, now_ns)              # bytes read from the port
+    core.receive(data, now_ns)              # bytes read from the port, before due timers
     core.advance(now_ns)                    # timers: response timeout, resync, keepalive
     core.take_output() -> bytes             # bytes to write
     core.take_events() -> [LinkEvent]       # outcomes for the control logic
@@ -145,7 +145,17 @@ class LinkCore:
         self._send("link", "closed", now_ns, reason)
 
     def receive(self, data: bytes, now_ns: int) -> None:
-        self.bus.advance(now_ns)
+        """Bytes read from the port at `now_ns`: taken before the timers that came due
+        since the caller last advanced, then those timers (docs/decisions/
+        serial-input-before-timers.md).
+
+        A serial port stamps no byte, so the order of bytes found waiting against a timer
+        that came due while the loop was not running is unknown; the bytes cannot have
+        arrived before the port was last seen empty, and the shell advances right after
+        every read (`SerialLink.poll`), so the timers that fire after them here are only
+        the ones whose order is unknown. A device that answered while the controller was
+        descheduled is judged on time; one that answered after a timeout the running
+        controller had fired is still late; a silent one times out as before."""
         for item in self.decoder.feed(data):
             if isinstance(item, LinkProtocolError):
                 continue  # counted by the decoder; the device's retransmission covers it
@@ -154,6 +164,7 @@ class LinkCore:
             else:
                 nxt = self.commands.ctx[CommandFields.NEXT_SEQ]
                 self._send("link", "event", now_ns, (item, nxt))
+        self.bus.advance(now_ns)
         self._note_state()
 
     def advance(self, now_ns: int) -> None:

@@ -53,6 +53,9 @@ class BayGooseCore:
         self.early: list[SendFrame] = []
         #: the trip reflex (`controller/shell/reflex_live.py`), None without one
         self.reflex: LiveReflex | None = None
+        #: reads the serial port before `advance` fires the round's timers
+        #: (`SerialLink.take_waiting`), None without a port
+        self.read_waiting: Callable[[int], int] | None = None
 
     def _out(self) -> list[Any]:
         early = self.early
@@ -75,6 +78,11 @@ class BayGooseCore:
         return [*reflex.after(now_ns), *self._out()]
 
     def advance(self, now_ns: int) -> list[Any]:
+        """The round's timers, after the serial input already waiting: an answer found
+        there may have come before a timer that fell due while the loop was not running,
+        and is taken first (docs/decisions/serial-input-before-timers.md)."""
+        if self.read_waiting is not None:
+            self.read_waiting(now_ns)
         self.bay.advance(now_ns)
         return self._out()
 
@@ -306,6 +314,7 @@ class BayLive:
         self.live = LiveGoose(self.core, iface_a, iface_b, ring=bay.config.goose.rx_ring.spec(2))
         self.status = Status(bay, self.live)
         self.serial = SerialLink(port, core=self.endpoint)
+        self.core.read_waiting = self.serial.take_waiting
         self.status_every = status_every
         self.on_effects = on_effects
         self._fd: int | None = None

@@ -32,6 +32,11 @@ from goosectl.controller.ports import Clock, SerialEndpoint
 from goosectl.protocols.serial.port import PortError, open_serial
 
 PORT_ERRORS = (serial.SerialException, OSError)
+#: one read's size; a read that fills it is followed by another in the same input
+READ_CHUNK = 4096
+#: at most this much waiting input is taken as one (a device that floods the port is
+#: read on in the next round, after that round's timers)
+READ_MAX = 65_536
 
 
 def write_now(port: serial.SerialBase, data: bytes) -> int:
@@ -92,6 +97,8 @@ class SerialLink:
         self.write_deadline_ns = int(write_deadline_s * 1e9)
         self.max_unsent = max_unsent
         self.exclusive = exclusive
+        #: the time `take_waiting` read the port at, until the round's `poll`
+        self._taken_at: int | None = None
 
     # ------------------------------------------------------------------ port
 
@@ -147,22 +154,55 @@ class SerialLink:
         """Read what arrived, run due timers, write what the core produced, deliver
         outcomes. Non-blocking. Returns the number of bytes read."""
         now = self._now(now_ns)
-        n = 0
-        if self.port is not None:
-            try:
-                data = self.port.read(4096)
-            except PORT_ERRORS:
-                self._lost(now)
-                data = b""
-            if data:
-                n = len(data)
-                self.bytes_in += n
-                self.core.receive(data, now)
+        # read once a round: bytes that came after `take_waiting`'s read at this time came
+        # after this time's timers too, and the next round takes them before its own
+        n = 0 if self._taken_at == now else self._read(now)
+        self._taken_at = None
         self.core.advance(now)
         if self.core.reopen_wanted:
             self.open(now)
         self._flush(now)
         return n
+
+    def take_waiting(self, now_ns: int | None = None) -> int:
+        """Hand the core what waits in the port now, before the loop fires the timers due
+        by `now_ns`: a bigger loop calls this as it wakes, ahead of its own `advance`,
+        because bytes found waiting may have arrived before a timer that came due while
+        the process was not running (docs/decisions/serial-input-before-timers.md).
+        Writes what the core answered; returns the number of bytes read."""
+        now = self._now(now_ns)
+        n = self._read(now)
+        self._taken_at = now
+        if n:
+            self._flush(now)
+        return n
+
+    def _read(self, now: int) -> int:
+        """Everything waiting in the port (up to `READ_MAX` bytes) as one input: bytes left
+        for a later read would be judged after the timers that read fires."""
+        if self.port is None:
+            return 0
+        chunks: list[bytes] = []
+        total = 0
+        failed = False
+        while total < READ_MAX:
+            try:
+                chunk = self.port.read(READ_CHUNK)
+            except PORT_ERRORS:
+                failed = True
+                break
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
+            if len(chunk) < READ_CHUNK:
+                break
+        if total:  # what came before the port failed, before its loss
+            self.bytes_in += total
+            self.core.receive(b"".join(chunks), now)
+        if failed:
+            self._lost(now)
+        return total
 
     def write_pending(self, now_ns: int | None = None) -> None:
         """Write what the core has for the port now, before anything else (a TRIP)."""
