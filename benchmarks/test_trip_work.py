@@ -9,8 +9,8 @@ only: CPython's own instruction counts differ between builds.
 
 The two counts (the engine's trip call, the reflex's) are started together, one callgrind
 at a time each, when the first of the two tests asks: an instruction count does not depend
-on what else runs, so two at once on two cores give the same numbers in about half the
-wall time of one after the other.
+on what else runs, so two at once on two cores give the same numbers in less wall time
+than one after the other.
 """
 
 from __future__ import annotations
