@@ -1,6 +1,10 @@
 """The fleet under load: 50 controllers' journals x 200 rows/s through their uplinks and a
-real 3-node NATS cluster into the collector's store, for 5 minutes (`--short`: 40 s of
-load; starting the cluster and 50 uplink processes comes on top).
+real 3-node NATS cluster into the collector's store, for 5 minutes (`--short`: 20 s of
+load, 200,000 rows asked, ~2,000 a controller; starting the cluster and 50 uplink
+processes comes on top): the p99 rests on ~200,000 rows, the baseline's (10 s) on 2,000. A
+collector slower than the 10,000 rows/s asked leaves a backlog that grows with the run, so
+half of the former 40 s shows it at about half the size in the catch-up time: the budget
+stays, and the full run (5 minutes) is the one that judges a slow leak.
 
 Asserted outright (no budget, a correctness property): every (controller, seq) of every
 journal is in the central store exactly once, no gap. Measured: every row's
@@ -53,7 +57,7 @@ def test_fifty_controllers_every_row_once_and_publish_to_stored(
     short: bool,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    seconds = 40.0 if short else 300.0
+    seconds = 20.0 if short else 300.0
     # the baseline first: one controller, the same cluster, uplink and collector
     one = run_load(nats, tmp_path / "one", 1, RATE, 10.0 if short else 30.0, site="one")
     load = run_load(nats, tmp_path / "fleet", N, RATE, seconds, site="fleet")

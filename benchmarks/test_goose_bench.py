@@ -451,16 +451,27 @@ def test_retransmission_timing_on_the_wire(benchmark, short):
         arrivals: dict[int, list[tuple[int, int]]] = {}
         states = 3 if short else 10
         try:
-            deadline = time.monotonic() + 1.0
+
+            def take() -> None:
+                for f in rx.recv_batch():
+                    h = parse_header(f.frame)
+                    arrivals.setdefault(h.st_num, []).append((h.sq_num, f.ts_ns))
+
+            # the publisher's first frame: it has started (a python process takes seconds
+            # on a loaded host, and states written before then were published after the
+            # windows below had closed, leaving nothing to judge)
+            started = time.monotonic() + 60.0
+            while not arrivals and pub.poll() is None and time.monotonic() < started:
+                if sel.select(0.1):
+                    take()
+            assert arrivals, f"the publisher sent nothing (exit {pub.poll()})"
             for k in range(states):
                 pub.stdin.write(values.replace("true", "false" if k % 2 else "true") + "\n")
                 pub.stdin.flush()
                 deadline = time.monotonic() + 0.8
                 while time.monotonic() < deadline:
                     if sel.select(0.1):
-                        for f in rx.recv_batch():
-                            h = parse_header(f.frame)
-                            arrivals.setdefault(h.st_num, []).append((h.sq_num, f.ts_ns))
+                        take()
         finally:
             pub.stdin.close()
             pub.terminate()
