@@ -55,9 +55,10 @@ def run_load(
     collector = start_collector(
         nats.url("n3", "n2", "n1"), db, f"collector-{site}", root / "collector.log"
     )
+    writers = _writers(root, n, rate, seconds)
     uplinks = [_uplink(nats, root, site, i) for i in range(n)]
     try:
-        last = _write(root, n, rate, seconds)
+        last = _written(writers, seconds)
         assert len(last) == n and min(last.values()) >= rate * seconds * 0.5, last
         store = Store(db)
         try:
@@ -75,6 +76,9 @@ def run_load(
             n, rate, seconds, last, [r[0] for r in rows], [r[1] for r in rows], catch_up / 1e9
         )
     finally:
+        if writers.poll() is None:  # an error before they were told to write
+            writers.kill()
+            writers.communicate()
         _stop([*uplinks, collector])
 
 
@@ -93,15 +97,34 @@ def _uplink(nats: NatsCluster, root: Path, site: str, i: int) -> subprocess.Pope
     )  # fmt: skip
 
 
-def _write(root: Path, n: int, rate: float, seconds: float) -> dict[str, int]:
-    """The journals written; each one's last seq. The writers stop on time, but their last
-    commits wait for the CPU: on a loaded host closing 50 journals took minutes."""
-    writers = subprocess.run(
+def _writers(root: Path, n: int, rate: float, seconds: float) -> subprocess.Popen:
+    """The journal writers, started and waited for until every journal exists: the uplinks
+    start after that, and the writers write once told to (`_written`)."""
+    writers = subprocess.Popen(
         [sys.executable, "-m", "tests.fleet.load_writers", str(root), str(n), str(rate),
          str(seconds)],
-        cwd=REPO, capture_output=True, text=True, timeout=2 * seconds + 600, check=True,
+        cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True,
     )  # fmt: skip
-    return {o["controller"]: o["seq"] for o in map(json.loads, writers.stdout.splitlines()[1:])}
+    assert writers.stdout is not None
+    line = writers.stdout.readline()
+    if line.strip() != "ready":
+        writers.kill()
+        raise AssertionError(f"the journal writers did not start: {line}{writers.stderr.read()}")
+    return writers
+
+
+def _written(writers: subprocess.Popen, seconds: float) -> dict[str, int]:
+    """Tell the writers to write; the journals' last seqs once they stop. The writers stop
+    on time, but their last commits wait for the CPU: on a loaded host closing 50 journals
+    took minutes."""
+    try:
+        out, err = writers.communicate("go\n", timeout=2 * seconds + 600)
+    finally:
+        if writers.poll() is None:
+            writers.kill()
+    assert writers.returncode == 0, f"the journal writers failed: {err}"
+    return {o["controller"]: o["seq"] for o in map(json.loads, out.splitlines())}
 
 
 def _covered(store: Store, site: str, last: dict[str, int]) -> bool:

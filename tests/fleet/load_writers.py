@@ -2,7 +2,11 @@
 in group durability with its writer thread, `JournalWriter`), in one process: the load
 test's stand-in for N controllers, which do not fit on the CI machine's two cores beside
 their uplinks and the cluster. Each journal is ROOT/cNN/bay.sqlite, as `goosectl run
---state ROOT/cNN` writes it. Prints one JSON line per journal at the end: its last seq.
+--state ROOT/cNN` writes it. Prints "ready" once every journal exists (WAL on), then
+waits for a line on stdin before writing: the uplinks start between the two, so none of
+them opens a journal while its writer is still setting it up (each side then waits out
+SQLite's busy timeout: the start took minutes on a loaded host). Prints one JSON line per
+journal at the end: its last seq.
 
     python -m tests.fleet.load_writers ROOT N RATE SECONDS
 """
@@ -45,6 +49,7 @@ def main(root: Path, n: int, rate: float, seconds: float) -> None:
         runner.start(table.new("t"), time.monotonic_ns())
         runners.append((journal, runner))
     print("ready", flush=True)
+    sys.stdin.readline()  # go: the uplinks are started
     tick = 0.05
     per_tick = rate * tick
     start = time.monotonic()
