@@ -18,6 +18,7 @@ authority: after a restart the flow, the workflow and the host are rebuilt from 
 
 from __future__ import annotations
 
+from collections import deque
 from typing import Any
 
 from goosectl.controller.agent.procedure import Procedure
@@ -58,8 +59,10 @@ class SessionLayers:
         self.machines: dict[str, Machine] = {}
         #: the procedure each session's flow and workflow were built from
         self.procedures: dict[str, Procedure] = {}
-        #: layer transitions the session loop asked for and a layer refused (see _on_step)
-        self.refused: list[str] = []
+        #: the last layer transitions the session loop asked for and a layer refused (see
+        #: `_on_step`), and how many in all
+        self.refused: deque[str] = deque(maxlen=64)
+        self.refused_total = 0
         runner.on_step = self._on_step
 
     # -- building -------------------------------------------------------------------------
@@ -160,6 +163,7 @@ class SessionLayers:
                 # a layer refusing what the loop did is a fault of this mapping, never of
                 # the operator: kept in `refused`, the session goes on as journaled
                 self.refused.append(f"{machine.id}: {src} -> {dst}: {exc}")
+                self.refused_total += 1
 
     def follow(self, sid: str, src: str, dst: str, now_ns: int) -> None:
         """One transition of the session loop, as the layers see it."""

@@ -66,6 +66,7 @@ def test_host_starts_pauses_completes_and_aborts_each_session(rig):
     assert aborted["state"] == "aborted" and aborted["host"] == "completed"
     assert aborted["layers"]["aborted"] and aborted["layers"]["phase"] == "ended"
     assert rig.op(op="list")["host"] == "completed"
+    assert rig.service.layers.refused_total == 0  # every loop move had its layer move
 
 
 def test_a_queued_session_has_not_started_and_an_abort_ends_it_without_running(rig):
@@ -101,6 +102,7 @@ def test_a_phase_never_moves_back_the_attempt_is_journaled_the_session_goes_on(f
     st = rig.op(op="status", session="s1")["status"]
     assert st["state"] == "completed" and st["text"] == "done 2", st
     assert st["layers"]["phase"] == "ended" and not st["layers"]["aborted"]
+    assert rig.service.layers.refused_total == 0
 
 
 class NarrowFlow(FolderPlanner):
@@ -177,6 +179,7 @@ def test_at_every_point_of_a_procedure_a_restore_rebuilds_the_same_layers(folder
     hosts = {(x["s2"]["phase"], x["s2"]["host"]) for x in seen}
     # the queued one waited unstarted, then ran (its close is blocked: the earth is closed)
     assert {("requested", "idle"), ("ended", "completed")} <= hosts
+    assert rig.service.layers.refused_total == 0
 
 
 def test_a_journal_from_before_the_layers_restores_with_a_phase_made_from_the_loop(
