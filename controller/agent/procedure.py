@@ -29,7 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from goosectl.controller.agent.tools import TOOLS, ToolSet
 from goosectl.controller.engine import Registry, Table, TableError
 from goosectl.controller.engine.findings import Finding
-from goosectl.controller.engine.layers import workflow_spec
+from goosectl.controller.engine.layers import flow_spec, workflow_spec
 from goosectl.controller.engine.loader import (
     DEFAULT_LIMITS,
     LoaderLimits,
@@ -97,6 +97,7 @@ class Procedure:
     version: str  # declared version + text hash: what the journal records
     text: str
     source: str
+    flow: Table  # the flow layer's whitelist: every move a step may make, and no other
 
     @property
     def name(self) -> str:
@@ -241,70 +242,58 @@ def _router_registry(spec: ProcedureSpec) -> Registry:
     return reg
 
 
-def compile_procedure(
-    spec: ProcedureSpec,
-    text: str,
-    source: str,
-    line_of=None,
-    tools: ToolSet = TOOLS,
-    check_steps: bool = True,
-) -> Procedure:
-    """The workflow table of a procedure, validated by the engine, its steps by their tools
-    (`check_steps=False`: the workflow only, see `parse_procedure`)."""
-    findings: list[Finding] = step_findings(spec, tools, source, line_of) if check_steps else []
-    edges = {sid: s.next for sid, s in spec.steps.items() if s.next is not None}
-    routes = {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None}
-    for sid, s in spec.steps.items():
-        if s.next is not None and s.routes is not None:
-            findings.append(
-                Finding(
-                    source,
-                    line_of(("steps", sid)) if line_of else None,
-                    sid,
-                    "a step has `next` or `routes`, not both",
-                    "structure",
-                )
-            )
-    finals = [sid for sid, s in spec.steps.items() if s.next is None and s.routes is None]
-    # the version every journaled transition records: declared version + text hash
-    version = f"{spec.version}+{hashlib.sha256(text.encode()).hexdigest()[:12]}"
-    nodes = [spec.start, *[s for s in spec.steps if s != spec.start]]
-    if spec.start not in spec.steps:
-        findings.append(
-            Finding(
-                source,
-                line_of(("start",)) if line_of else None,
-                spec.start,
-                "start step is not one of the steps",
-                "unknown_state",
-            )
+def _finding(source: str, line_of, path: tuple, item: str, reason: str, code: str) -> Finding:
+    return Finding(source, line_of(path) if line_of else None, item, reason, code)
+
+
+def _structure_findings(spec: ProcedureSpec, source: str, line_of) -> list[Finding]:
+    """What the engine cannot see in the graph: a step with two ways out."""
+    return [
+        _finding(
+            source,
+            line_of,
+            ("steps", sid),
+            sid,
+            "a step has `next` or `routes`, not both",
+            "structure",
         )
-        raise ProcedureError(findings)
+        for sid, s in spec.steps.items()
+        if s.next is not None and s.routes is not None
+    ]
+
+
+def _workflow_data(
+    spec: ProcedureSpec, tools: ToolSet, nodes: list[str], version: str
+) -> dict[str, Any]:
+    """The workflow table as data: `done` by the plain edge or the step's routes (whose
+    router declares its tool's outcomes), `failed` to the fallback."""
     wf = workflow_spec(
         f"procedure:{spec.name}",
         nodes,
-        edges,
-        routes,
+        {sid: s.next for sid, s in spec.steps.items() if s.next is not None},
+        {sid: (sid, s.routes) for sid, s in spec.steps.items() if s.routes is not None},
         {
             # an unknown tool is already a finding: its routes are taken as they are
             sid: tools[s.tool].outcomes if s.tool in tools else tuple(s.routes)
             for sid, s in spec.steps.items()
             if s.routes is not None
         },
-        final=finals,
+        final=[sid for sid, s in spec.steps.items() if s.next is None and s.routes is None],
         version=version,
     )
-    # a step that fails for good goes to its fallback: one more edge kind, event `failed`
     data = wf.model_dump(by_alias=True)
     data["events"] = [*data["events"], "failed"]
     data["on_unhandled"] = "reject"
     for sid, s in spec.steps.items():
         if s.fallback is not None:
             data["transitions"].append({"source": sid, "event": "failed", "target": s.fallback})
-    wf = MachineSpec.model_validate(data)
+    return data
+
+
+def _workflow_lines(data: dict[str, Any], nodes: list[str], line_of):
+    """Workflow table paths mapped back to the procedure file: steps.<node>."""
 
     def wf_line(path: tuple) -> int | None:
-        # map workflow table paths back to the procedure file: steps.<node>
         if line_of is None:
             return None
         if len(path) >= 2 and path[0] == "transitions":
@@ -316,13 +305,63 @@ def compile_procedure(
             return line_of(("steps", nodes[path[1]]))
         return line_of(("steps",))
 
+    return wf_line
+
+
+def flow_edges(spec: ProcedureSpec) -> list[tuple[str, str]]:
+    """The whitelist of the flow layer: every move a step may make (its `next`, each
+    route, its `fallback`), and no other."""
+    edges: set[tuple[str, str]] = set()
+    for sid, s in spec.steps.items():
+        targets = [s.next, s.fallback, *(s.routes or {}).values()]
+        edges.update((sid, t) for t in targets if t is not None)
+    return sorted(edges)
+
+
+def compile_procedure(
+    spec: ProcedureSpec,
+    text: str,
+    source: str,
+    line_of=None,
+    tools: ToolSet = TOOLS,
+    check_steps: bool = True,
+) -> Procedure:
+    """The workflow table of a procedure, validated by the engine, its steps by their tools
+    (`check_steps=False`: the workflow only, see `parse_procedure`), and its flow
+    whitelist."""
+    findings = step_findings(spec, tools, source, line_of) if check_steps else []
+    findings += _structure_findings(spec, source, line_of)
+    if spec.start not in spec.steps:
+        findings.append(
+            _finding(
+                source,
+                line_of,
+                ("start",),
+                spec.start,
+                "start step is not one of the steps",
+                "unknown_state",
+            )
+        )
+        raise ProcedureError(findings)
+    # the version every journaled transition records: declared version + text hash
+    version = f"{spec.version}+{hashlib.sha256(text.encode()).hexdigest()[:12]}"
+    nodes = [spec.start, *[s for s in spec.steps if s != spec.start]]
+    data = _workflow_data(spec, tools, nodes, version)
     try:
-        table = Table.from_spec(wf, [_router_registry(spec)], source, wf_line)
+        table = Table.from_spec(
+            MachineSpec.model_validate(data),
+            [_router_registry(spec)],
+            source,
+            _workflow_lines(data, nodes, line_of),
+        )
+        flow = Table.from_spec(
+            flow_spec(f"flow:{spec.name}", nodes, flow_edges(spec), version), source=source
+        )
     except TableError as exc:
         findings.extend(exc.findings)
     if findings:
         raise ProcedureError(findings)
-    return Procedure(spec, table, version, text, source)
+    return Procedure(spec, table, version, text, source, flow)
 
 
 def parse_procedure(

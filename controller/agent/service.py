@@ -18,6 +18,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from goosectl.controller.agent.effects import Plan, Respond, RunTool
+from goosectl.controller.agent.layers import (
+    PHASE_TABLE,
+    FlowRefused,
+    SessionLayers,
+    legacy_phase,
+)
+from goosectl.controller.agent.layers import ids as layer_ids
 from goosectl.controller.agent.planner import Planner
 from goosectl.controller.agent.procedure import Procedure, fill, parse_procedure
 from goosectl.controller.engine import Journal, Machine, Scheduler, Table
@@ -113,6 +120,10 @@ class AgentService:
             default=self._output,
             limit=RUNAWAY_STEPS,
         )
+        #: every session's four layers, on the same scheduler (see `controller/agent/layers.py`)
+        self.layers = SessionLayers(self.runner, journal)
+        #: workflow moves the flow whitelist refused (each ended its session)
+        self.flow_refused = 0
         self.sessions: dict[str, Session] = {}
         self.locks: dict[str, str] = {}
         self.queued: deque[str] = deque()
@@ -202,6 +213,12 @@ class AgentService:
             event = "failed" if p.outcome == "failed" else "done"
             if event in wf.table.rows[wf.state]:
                 self.runner.feed(wf.id, event, now_ns, p.outcome)
+                try:
+                    self.layers.move(p.session, wf.state, now_ns)
+                except FlowRefused as exc:
+                    self.flow_refused += 1
+                    self.runner.feed(p.session, "abort", now_ns, str(exc))
+                    return
                 desc = self._describe(s, wf.state)
         self.runner.feed(p.session, "planned", now_ns, desc)
 
@@ -215,6 +232,26 @@ class AgentService:
             bound = proc.bind(params)
         except (LookupError, ValueError) as exc:
             return {"ok": False, "error": str(exc)}
+        equipment = proc.equipment(bound)
+        refused = self._refusal(name, proc, equipment, now_ns)
+        if refused is not None:
+            return refused
+        sid, queued = self._open_session(proc, bound, equipment, now_ns)
+        if self.journal is not None and self.journal.alarm is not None:
+            # it could not be made durable, so it operates nothing: the session ends here
+            self.abort(sid, now_ns, "the agent journal cannot commit")
+            return {
+                "ok": False,
+                "session": sid,
+                "error": f"{self.journal.alarm}: the procedure was not started",
+            }
+        return {"ok": True, "session": sid, "version": proc.version, "queued": queued}
+
+    def _refusal(
+        self, name: str, proc: Procedure, equipment: list[str], now_ns: int
+    ) -> dict[str, Any] | None:
+        """Why a request cannot start a session now (the journal, the limit, a lock), or
+        None; a refusal leaves nothing behind."""
         if self.journal is not None and self.journal.alarm is not None:
             try:
                 self.journal.flush(now_ns)  # the disk may be back
@@ -231,7 +268,6 @@ class AgentService:
                 f"(agent.max_open_sessions): let one end, or confirm, deny or abort one",
                 "limit": "agent.sessions",
             }
-        equipment = proc.equipment(bound)
         busy = [(e, self.locks[e]) for e in equipment if e in self.locks]
         if busy and proc.spec.conflict == "refuse":
             e, other = busy[0]
@@ -252,41 +288,32 @@ class AgentService:
                     "error": f"{self.journal.path}: {exc.reason}: no procedure starts until the "
                     "agent journal can commit",
                 }
+        return None
+
+    def _open_session(
+        self, proc: Procedure, bound: dict[str, Any], equipment: list[str], now_ns: int
+    ) -> tuple[str, bool]:
+        """The session's machines (its loop, its workflow, its layers), its request, and
+        its place: accepted, or queued behind a lock. Returns (id, queued)."""
+        if self.journal is not None:
             self.journal.set_meta("agent.sessions", self.count + 1)
         self.count += 1
         sid = f"s{self.count}"
-        s = Session(sid, proc, bound, equipment)
-        self.sessions[sid] = s
+        self.sessions[sid] = Session(sid, proc, bound, equipment)
         self.open.add(sid)
         self.runner.start(
             self.table.new(sid, session=sid, confirm_timeout_ms=self.confirm_timeout_ms), now_ns
         )
         self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
-        self.runner.feed(
-            sid,
-            "request",
-            now_ns,
-            {
-                "procedure": proc.name,
-                "version": proc.version,
-                "params": bound,
-                "equipment": equipment,
-            },
-        )
-        if busy:
+        self.layers.begin(sid, proc, now_ns)
+        self.runner.feed(sid, "request", now_ns, _request_payload(proc, bound, equipment))
+        queued = any(e in self.locks for e in equipment)
+        if queued:
             self.queued.append(sid)
         else:
             self._accept(sid, now_ns)
         self._settle(now_ns)
-        if self.journal is not None and self.journal.alarm is not None:
-            # it could not be made durable, so it operates nothing: the session ends here
-            self.abort(sid, now_ns, "the agent journal cannot commit")
-            return {
-                "ok": False,
-                "session": sid,
-                "error": f"{self.journal.alarm}: the procedure was not started",
-            }
-        return {"ok": True, "session": sid, "version": proc.version, "queued": bool(busy)}
+        return sid, queued
 
     def redirect(self, sid: str, name: str, params: dict[str, Any], now_ns: int):
         """A new request for a running session: its tool is cancelled and the session
@@ -311,20 +338,11 @@ class AgentService:
                 del self.locks[e]
         equipment = proc.equipment(bound)
         self.sessions[sid] = Session(sid, proc, bound, equipment)
-        self.runner.feed(
-            sid,
-            "interrupt",
-            now_ns,
-            {
-                "procedure": proc.name,
-                "version": proc.version,
-                "params": bound,
-                "equipment": equipment,
-            },
-        )
+        self.runner.feed(sid, "interrupt", now_ns, _request_payload(proc, bound, equipment))
         self.runner.machines.pop(f"{sid}/wf", None)
         self.runner.timers.cancel_machine(f"{sid}/wf")
         self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
+        self.layers.redirect(sid, proc, now_ns)
         if any(e in self.locks for e in equipment):
             self.queued.append(sid)
         else:
@@ -368,6 +386,7 @@ class AgentService:
         for mid in (sid, f"{sid}/wf"):
             self.runner.machines.pop(mid, None)
             self.runner.timers.cancel_machine(mid)
+        self.layers.forget(sid)
 
     def known(self, sid: str) -> bool:
         """A session this service started, in memory or let go (see `keep_finished`)."""
@@ -449,6 +468,8 @@ class AgentService:
                 "outcome": m.ctx[SessionFields.OUTCOME],
                 "text": m.ctx[SessionFields.TEXT],
                 "results": list(m.ctx[SessionFields.RESULTS]),
+                "host": self.layers.host(sid),
+                "layers": self.layers.states(sid),
             }
         return [
             {
@@ -456,19 +477,21 @@ class AgentService:
                 "procedure": s.procedure.name,
                 "state": self.loop(k).state,
                 "step": self.runner.machines[f"{k}/wf"].state,
+                "host": self.layers.host(k),
             }
             for k, s in self.sessions.items()
         ]
 
     def host_state(self) -> str:
-        """The controller's host lifecycle, derived from the persisted sessions."""
-        states = [self.loop(k).state for k in self.sessions]
-        active = [x for x in states if x in ACTIVE]
-        if not states:
+        """The controller's host lifecycle, from its sessions' host layers: paused when
+        every session not ended waits for the operator."""
+        hosts = [self.layers.host(k) for k in self.sessions]
+        active = [h for h in hosts if h != "completed"]
+        if not hosts:
             return "idle"
         if not active:
             return "completed"
-        if all(x == S.AWAITING_CONFIRMATION for x in active):
+        if all(h == "paused" for h in active):
             return "paused"
         return "running"
 
@@ -477,7 +500,27 @@ class AgentService:
             return []
         return [r for r in self.journal.rows() if r["machine"] in (sid, f"{sid}/wf")]
 
+    def layer_history(self, sid: str) -> list[dict[str, Any]]:
+        """The journaled steps of a session's phase, flow and host layers."""
+        if self.journal is None:
+            return []
+        mine = {mid for layer, mid in layer_ids(sid).items() if layer != "workflow"}
+        return [r for r in self.journal.rows() if r["machine"] in mine]
+
     # -- after a crash --------------------------------------------------------------------
+
+    def _rebuild_layers(self, sid: str, loop: Machine, proc: Procedure) -> None:
+        """The phase from its checkpoint (the authority), the other layers from it; a
+        session journaled before the layers gets a phase made from its loop and step."""
+        assert self.journal is not None
+        cp = self.journal.checkpoint(layer_ids(sid)["phase"])
+        if cp is not None:
+            phase = Machine.restore(PHASE_TABLE, cp["snapshot"])
+        else:
+            wf = self.journal.checkpoint(f"{sid}/wf")
+            step = wf["snapshot"]["state"] if wf else proc.table.initial
+            phase = legacy_phase(sid, loop, step)
+        self.layers.rebuild(sid, proc, phase)
 
     def restore(self, now_ns: int) -> int:
         """Rebuild every journaled session; returns how many. In-flight tools come back as
@@ -497,7 +540,7 @@ class AgentService:
                 tools=self.planner.tools,
                 check_steps=False,
             )
-            self.runner.resume_or_start(proc.table, f"{sid}/wf", now_ns)
+            self._rebuild_layers(sid, loop, proc)
             self.sessions[sid] = Session(sid, proc, req["params"], req["equipment"])
             if loop.state not in FINAL:
                 self.open.add(sid)
@@ -525,6 +568,16 @@ class AgentService:
         while len(self.finished) > self.keep_finished:
             self._forget(self.finished.popleft())
         return len(self.sessions)
+
+
+def _request_payload(proc: Procedure, bound: dict[str, Any], equipment: list[str]) -> dict:
+    """What the session loop stores of a request (and a restore reads back)."""
+    return {
+        "procedure": proc.name,
+        "version": proc.version,
+        "params": bound,
+        "equipment": equipment,
+    }
 
 
 def _number(sid: str) -> int:

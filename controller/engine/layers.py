@@ -9,7 +9,10 @@
 Only the lowest layer is persisted. `LayerStack` keeps the Phase machine as the authority:
 its context records where the flow is and whether the host is paused, and every upper
 layer is rebuilt from it (`rebuild`), after a restart or whenever an upper view disagrees.
-A completed phase forces the flow to stop.
+A completed phase forces the flow to stop. A request to move a phase back (`back`) is
+refused by a row that records and counts it without moving, so the refusal is journaled.
+
+The agent runs every session on these tables (`controller/agent/layers.py`).
 """
 
 from __future__ import annotations
@@ -25,49 +28,50 @@ from goosectl.controller.engine.table import Table
 STOPPED = "stopped"
 
 
+#: the phase layer's rows besides `advance`: (event, action, its args, whether the row
+#: ends the phases). They record, in the persisted layer, what the upper layers are
+#: rebuilt from; `back` is a request to move backwards, refused by recording it (and
+#: counting it) without moving, so the refusal is journaled like any other step.
+PHASE_RECORDS: tuple[tuple[str, str, dict[str, Any], bool], ...] = (
+    ("flow_moved", "store", {"field": "flow"}, False),
+    ("host_started", "set", {"started": True}, False),
+    ("host_paused", "set", {"paused": True}, False),
+    ("host_resumed", "set", {"paused": False}, False),
+    ("host_aborted", "set", {"aborted": True}, True),
+    ("back", "incr", {"field": "refused_back"}, False),
+)
+
+#: the phase layer's context: where the flow is, the host's flags, refusals counted
+PHASE_CONTEXT: dict[str, Any] = {
+    "flow": {"default": None},
+    "started": {"default": False},
+    "paused": {"default": False},
+    "aborted": {"default": False},
+    "refused_back": {"default": 0, "reducer": "sum"},
+}
+
+
+def _phase_row(
+    live: list[str], final: str, record: tuple[str, str, dict[str, Any], bool]
+) -> dict[str, Any]:
+    event, action, args, ends = record
+    row: dict[str, Any] = {"source": live, "event": event}
+    row.update({"target": final} if ends else {"internal": True})
+    row["actions"] = [{"name": action, "args": args}]
+    return row
+
+
 def phase_spec(name: str, phases: Sequence[str], version: str = "1") -> MachineSpec:
     """Forward-only phases. `advance` moves to the next one; nothing moves back.
 
-    Internal rows record the flow position and the pause flag in the context, because this
-    is the persisted layer the others are derived from."""
+    The records (`PHASE_RECORDS`) keep the flow position and the host's flags in the
+    context, because this is the persisted layer the others are derived from."""
     if len(phases) < 2:
         raise ValueError("a phase table needs at least two phases")
     rows: list[dict[str, Any]] = [
         {"source": a, "event": "advance", "target": b} for a, b in itertools.pairwise(phases)
     ]
-    live = list(phases[:-1])
-    rows += [
-        {
-            "source": live,
-            "event": "flow_moved",
-            "internal": True,
-            "actions": [{"name": "store", "args": {"field": "flow"}}],
-        },
-        {
-            "source": live,
-            "event": "host_started",
-            "internal": True,
-            "actions": [{"name": "set", "args": {"started": True}}],
-        },
-        {
-            "source": live,
-            "event": "host_paused",
-            "internal": True,
-            "actions": [{"name": "set", "args": {"paused": True}}],
-        },
-        {
-            "source": live,
-            "event": "host_resumed",
-            "internal": True,
-            "actions": [{"name": "set", "args": {"paused": False}}],
-        },
-        {
-            "source": live,
-            "event": "host_aborted",
-            "target": phases[-1],
-            "actions": [{"name": "set", "args": {"aborted": True}}],
-        },
-    ]
+    rows += [_phase_row(list(phases[:-1]), phases[-1], r) for r in PHASE_RECORDS]
     return MachineSpec.model_validate(
         {
             "name": name,
@@ -75,21 +79,9 @@ def phase_spec(name: str, phases: Sequence[str], version: str = "1") -> MachineS
             "initial": phases[0],
             "states": list(phases),
             "final": [phases[-1]],
-            "events": [
-                "advance",
-                "flow_moved",
-                "host_started",
-                "host_paused",
-                "host_resumed",
-                "host_aborted",
-            ],
+            "events": ["advance", *(r[0] for r in PHASE_RECORDS)],
             "transitions": rows,
-            "context": {
-                "flow": {"default": None},
-                "started": {"default": False},
-                "paused": {"default": False},
-                "aborted": {"default": False},
-            },
+            "context": PHASE_CONTEXT,
         }
     )
 
