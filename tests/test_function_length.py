@@ -88,9 +88,7 @@ def test_the_allowlist_names_only_functions_still_too_long() -> None:
 
 
 @pytest.mark.parametrize("lines", [LIMIT - 1, LIMIT])
-def test_a_long_function_is_reported_with_file_line_and_length(
-    lines: int, tmp_path: Path
-) -> None:
+def test_a_long_function_is_reported_with_file_line_and_length(lines: int, tmp_path: Path) -> None:
     (tmp_path / "lab").mkdir()
     body = "".join(f"    x{i} = {i}\n" for i in range(lines - 1))
     (tmp_path / "lab" / "m.py").write_text("class C:\n    def f(self):\n" + _indent(body))
