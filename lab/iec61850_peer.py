@@ -63,7 +63,7 @@ import math
 import struct
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -122,74 +122,100 @@ def to_mms(value: dict[str, Any], where: str = "value") -> Any:
     if not isinstance(value, dict) or "type" not in value:
         raise PeerError(f"{where}: expected a typed value like {{'type': 'boolean', ...}}")
     kind = value["type"]
+    make = _TO_MMS.get(kind) if isinstance(kind, str) else None
+    if make is None:
+        raise PeerError(f"{where}: type {kind!r} is not one libiec61850 can publish")
     try:
-        if kind == "boolean":
-            return iec.MmsValue_newBoolean(bool(value["value"]))
-        if kind == "integer":
-            return iec.MmsValue_newIntegerFromInt64(int(value["value"]))
-        if kind == "unsigned":
-            n = int(value["value"])
-            if not 0 <= n < 1 << 32:
-                raise PeerError(f"{where}: libiec61850 unsigned holds 0..2**32-1, got {n}")
-            mms = iec.MmsValue_newUnsigned(32)
-            iec.MmsValue_setUint32(mms, n)
-            return mms
-        if kind == "floating-point":
-            bits = int(value.get("bits", 32))
-            if bits == 32:
-                return iec.MmsValue_newFloat(float(value["value"]))
-            if bits == 64:
-                return iec.MmsValue_newDouble(float(value["value"]))
-            raise PeerError(f"{where}: floating-point bits must be 32 or 64, got {bits}")
-        if kind == "bit-string":
-            text = str(value["bits"])
-            if text.strip("01"):
-                raise PeerError(f"{where}: bit-string must be 0/1 characters, got {text!r}")
-            mms = iec.MmsValue_newBitString(len(text))
-            for i, ch in enumerate(text):
-                iec.MmsValue_setBitStringBit(mms, i, ch == "1")
-            return mms
-        if kind == "octet-string":
-            data = bytes.fromhex(value["hex"])
-            mms = iec.MmsValue_newOctetString(len(data), max(1, len(data)))
-            for i, b in enumerate(data):
-                iec.MmsValue_setOctetStringOctet(mms, i, b)
-            return mms
-        if kind == "visible-string":
-            return iec.MmsValue_newVisibleString(str(value["value"]))
-        if kind == "mMSString":
-            return iec.MmsValue_newMmsString(str(value["value"]))
-        if kind == "utc-time":
-            mms = iec.MmsValue_newUtcTime(0)
-            raw = (
-                struct.pack(">I", value["seconds"])
-                + int(value.get("fraction", 0)).to_bytes(3, "big")
-                + bytes((int(value.get("quality", 0)),))
-            )
-            ctypes.memmove(_addr(iec.MmsValue_getUtcTimeBuffer(mms)), raw, 8)
-            return mms
-        if kind == "binary-time":
-            days = value.get("days")
-            mms = iec.MmsValue_newBinaryTime(days is None)
-            ms = int(value["ms_of_day"])
-            # libiec61850 counts from 1984-01-01 and clamps earlier instants to 0, so even
-            # the 4-octet (time of day) form needs an instant on or after that epoch.
-            iec.MmsValue_setBinaryTime(mms, BINARY_TIME_EPOCH_MS + int(days or 0) * DAY_MS + ms)
-            return mms
-        if kind in ("structure", "array"):
-            items = value["items"]
-            make = (
-                iec.MmsValue_createEmptyStructure
-                if kind == "structure"
-                else iec.MmsValue_createEmptyArray
-            )
-            mms = make(len(items))
-            for i, item in enumerate(items):
-                iec.MmsValue_setElement(mms, i, to_mms(item, f"{where}.items[{i}]"))
-            return mms
+        return make(iec, value, where)
     except (KeyError, ValueError, TypeError, struct.error, OverflowError) as exc:
         raise PeerError(f"{where}: bad {kind} value {value!r}: {exc}") from None
-    raise PeerError(f"{where}: type {kind!r} is not one libiec61850 can publish")
+
+
+def _unsigned_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    n = int(value["value"])
+    if not 0 <= n < 1 << 32:
+        raise PeerError(f"{where}: libiec61850 unsigned holds 0..2**32-1, got {n}")
+    mms = iec.MmsValue_newUnsigned(32)
+    iec.MmsValue_setUint32(mms, n)
+    return mms
+
+
+def _float_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    bits = int(value.get("bits", 32))
+    if bits == 32:
+        return iec.MmsValue_newFloat(float(value["value"]))
+    if bits == 64:
+        return iec.MmsValue_newDouble(float(value["value"]))
+    raise PeerError(f"{where}: floating-point bits must be 32 or 64, got {bits}")
+
+
+def _bit_string_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    text = str(value["bits"])
+    if text.strip("01"):
+        raise PeerError(f"{where}: bit-string must be 0/1 characters, got {text!r}")
+    mms = iec.MmsValue_newBitString(len(text))
+    for i, ch in enumerate(text):
+        iec.MmsValue_setBitStringBit(mms, i, ch == "1")
+    return mms
+
+
+def _octet_string_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    data = bytes.fromhex(value["hex"])
+    mms = iec.MmsValue_newOctetString(len(data), max(1, len(data)))
+    for i, b in enumerate(data):
+        iec.MmsValue_setOctetStringOctet(mms, i, b)
+    return mms
+
+
+def _utc_time_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    mms = iec.MmsValue_newUtcTime(0)
+    raw = (
+        struct.pack(">I", value["seconds"])
+        + int(value.get("fraction", 0)).to_bytes(3, "big")
+        + bytes((int(value.get("quality", 0)),))
+    )
+    ctypes.memmove(_addr(iec.MmsValue_getUtcTimeBuffer(mms)), raw, 8)
+    return mms
+
+
+def _binary_time_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    days = value.get("days")
+    mms = iec.MmsValue_newBinaryTime(days is None)
+    ms = int(value["ms_of_day"])
+    # libiec61850 counts from 1984-01-01 and clamps earlier instants to 0, so even
+    # the 4-octet (time of day) form needs an instant on or after that epoch.
+    iec.MmsValue_setBinaryTime(mms, BINARY_TIME_EPOCH_MS + int(days or 0) * DAY_MS + ms)
+    return mms
+
+
+def _items_mms(iec: Any, value: dict[str, Any], where: str) -> Any:
+    items = value["items"]
+    make = (
+        iec.MmsValue_createEmptyStructure
+        if value["type"] == "structure"
+        else iec.MmsValue_createEmptyArray
+    )
+    mms = make(len(items))
+    for i, item in enumerate(items):
+        iec.MmsValue_setElement(mms, i, to_mms(item, f"{where}.items[{i}]"))
+    return mms
+
+
+#: typed JSON's type -> the builder of its MmsValue (iec, value, where)
+_TO_MMS: dict[str, Callable[[Any, dict[str, Any], str], Any]] = {
+    "boolean": lambda iec, v, _: iec.MmsValue_newBoolean(bool(v["value"])),
+    "integer": lambda iec, v, _: iec.MmsValue_newIntegerFromInt64(int(v["value"])),
+    "unsigned": _unsigned_mms,
+    "floating-point": _float_mms,
+    "bit-string": _bit_string_mms,
+    "octet-string": _octet_string_mms,
+    "visible-string": lambda iec, v, _: iec.MmsValue_newVisibleString(str(v["value"])),
+    "mMSString": lambda iec, v, _: iec.MmsValue_newMmsString(str(v["value"])),
+    "utc-time": _utc_time_mms,
+    "binary-time": _binary_time_mms,
+    "structure": _items_mms,
+    "array": _items_mms,
+}
 
 
 def from_mms(mms: Any) -> dict[str, Any]:

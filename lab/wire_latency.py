@@ -31,7 +31,7 @@ from goosectl.controller.config.bay import DEFAULT_CONFIG
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.demo.scenario import CILO, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
-from goosectl.lab.netns import NetLab
+from goosectl.lab.netns import Namespace, NetLab
 from goosectl.protocols.ethernet.rawsock import RawSocket
 from goosectl.protocols.goose import (
     Boolean,
@@ -118,6 +118,29 @@ class WireTrip:
         peer, ctl = self.lab.namespace(), self.lab.namespace()
         self.lab.veth(peer, ctl, a=IFACE, b=IFACE)
         self.tmp = Path(tempfile.mkdtemp(prefix="goosectl-wire-"))
+        sim, path = self._start_sim(spring_ms)
+        self._start_controller(ctl, sim, path)
+        self._open_substation(peer)
+        if load_fps:
+            self.procs.append(
+                peer.python_module(
+                    "goosectl.lab.wire_latency",
+                    "load",
+                    "--iface",
+                    IFACE,
+                    "--streams",
+                    str(load_streams),
+                    "--fps",
+                    str(load_fps),
+                    "--dst",
+                    self.load_dst,
+                )
+            )
+        self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 5.0)
+        self.acks = 0
+
+    def _start_sim(self, spring_ms: int) -> tuple[subprocess.Popen, str]:
+        """The breaker simulator on a pty of its own: (its process, the pty's path)."""
         sim = subprocess.Popen(
             [
                 sys.executable,
@@ -147,40 +170,18 @@ class WireTrip:
         path = sim.stdout.readline().strip()
         if not path:
             raise RuntimeError(f"the simulator did not start: {sim.stderr.read()}")
+        return sim, path
+
+    def _start_controller(self, ctl: Namespace, sim: subprocess.Popen, path: str) -> None:
+        """`goosectl run` in the controller's namespace on the simulator's pty, up and
+        running; with --spin, on a CPU of its own."""
         # `run --spin` busy-polls: it is meant for a controller that owns a core (README).
         # Sharing one with the peer or the simulator, a woken peer waits for the spinner's
         # time slice (ms): so the spinner gets the last CPU, everything else the others.
         cpus = sorted(os.sched_getaffinity(0))
         own = cpus[-1] if self.spin and len(cpus) > 1 else None
         run = ctl.popen(
-            [
-                sys.executable,
-                "-m",
-                "goosectl",
-                "run",
-                "--iface",
-                IFACE,
-                "--port",
-                path,
-                "--config",
-                str(lab_config(self.tmp)),
-                # the journal on, as in production (its own folder)
-                "--state",
-                str(self.tmp / "state"),
-                # its own control socket: never the default one a real controller may hold
-                "--control",
-                str(self.tmp / "control.sock"),
-                "--quiet",
-                *(["--spin"] if self.spin else []),
-                *([] if self.reflex is None else ["--reflex" if self.reflex else "--no-reflex"]),
-                *(["--realtime"] if self.realtime else []),
-                *(["--cpu", str(own)] if own is not None else []),
-                *(
-                    ["--cpu-latency-us", str(self.cpu_latency_us)]
-                    if self.cpu_latency_us is not None
-                    else []
-                ),
-            ],
+            self._run_argv(path, own),
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
@@ -195,6 +196,42 @@ class WireTrip:
         line = run.stdout.readline()
         if '"running"' not in line:
             raise RuntimeError(f"goosectl run did not start: {line} {run.stderr.read()}")
+
+    def _run_argv(self, path: str, own: int | None) -> list[str]:
+        """The controller's command line: the lab's config, journal and control socket,
+        and the options this lab measures."""
+        return [
+            sys.executable,
+            "-m",
+            "goosectl",
+            "run",
+            "--iface",
+            IFACE,
+            "--port",
+            path,
+            "--config",
+            str(lab_config(self.tmp)),
+            # the journal on, as in production (its own folder)
+            "--state",
+            str(self.tmp / "state"),
+            # its own control socket: never the default one a real controller may hold
+            "--control",
+            str(self.tmp / "control.sock"),
+            "--quiet",
+            *(["--spin"] if self.spin else []),
+            *([] if self.reflex is None else ["--reflex" if self.reflex else "--no-reflex"]),
+            *(["--realtime"] if self.realtime else []),
+            *(["--cpu", str(own)] if own is not None else []),
+            *(
+                ["--cpu-latency-us", str(self.cpu_latency_us)]
+                if self.cpu_latency_us is not None
+                else []
+            ),
+        ]
+
+    def _open_substation(self, peer: Namespace) -> None:
+        """The substation's side in the peer's namespace: a raw socket the kernel stamps,
+        and its publishers (protection, bay 2, SCADA), started."""
         with peer.entered():
             # the kernel stamps each frame as it arrives: the latency is on the wire,
             # not how soon this (Python) peer was scheduled to read it
@@ -211,23 +248,6 @@ class WireTrip:
         self.ids = {p.cfg.name: p.id for p in self.hub.publishers.values()}
         now = time.monotonic_ns()
         self._send(self.hub.start(now, time.time_ns()))
-        if load_fps:
-            self.procs.append(
-                peer.python_module(
-                    "goosectl.lab.wire_latency",
-                    "load",
-                    "--iface",
-                    IFACE,
-                    "--streams",
-                    str(load_streams),
-                    "--fps",
-                    str(load_fps),
-                    "--dst",
-                    self.load_dst,
-                )
-            )
-        self.pump_until(lambda h: h.gocb_ref.endswith("$pos") and self._pos(h) == "off", 5.0)
-        self.acks = 0
 
     # -- the substation's side ----------------------------------------------------------
 

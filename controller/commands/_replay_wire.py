@@ -31,6 +31,7 @@ from goosectl.controller.shell.wire_replay import (
     Progress,
     WireReplay,
     WireReplaySpec,
+    WireReplayStats,
     capture_streams,
     listen_for_streams,
 )
@@ -125,17 +126,14 @@ def _progress(p: Progress) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Send the capture's frames on the wire, paced and rewritten as asked; one closing
+    JSON line with what was sent, rewritten and refused."""
     speed, pps = _pace(args)
     if args.loop < 0:
         raise CommandError("--loop must be >= 0 (0: forever)")
     if args.iface_b is not None and args.iface_b == args.iface:
         raise CommandError(f"--iface-b: {args.iface_b} is already --iface")
-    rewrite = WireRewrite(renumber=args.continue_stnum)
-    if args.rewrite_src:
-        try:
-            rewrite.src = parse_mac(args.rewrite_src)
-        except ValueError as exc:
-            raise CommandError(f"--rewrite-src: {exc}") from exc
+    rewrite = _rewrite(args)
     reason = require_raw_sockets()
     if reason:
         raise CommandError(reason)
@@ -144,19 +142,9 @@ def run(args: argparse.Namespace) -> int:
     trailers = PrpTrailers(prp_mode) if prp_mode != "off" else None
     socks: dict[str, RawSocket] = {}
     try:
+        _open_sockets(ifaces, socks)
         try:
-            for side, iface in ifaces.items():
-                socks[side] = RawSocket(iface, promiscuous=True, timestamps=False)
-        except PermissionError as exc:
-            raise CommandError(str(exc)) from exc
-        except (RawSocketError, OSError) as exc:
-            raise CommandError(f"cannot open raw sockets: {exc}") from exc
-        try:
-            heard = {}
-            if args.continue_stnum:
-                heard = listen_for_streams(socks, args.continue_wait, capture_streams(args.file))
-                for (gocb, appid), (st, sq) in heard.items():
-                    rewrite.continue_from(gocb, appid, st, sq)
+            heard = _continue_streams(args, socks, rewrite)
             spec = WireReplaySpec(
                 path=args.file,
                 ifaces=ifaces,
@@ -167,35 +155,83 @@ def run(args: argparse.Namespace) -> int:
                 per_side=trailers,
                 rewrite_time_now=args.rewrite_time == "now",
             )
-            replay = WireReplay(spec, socks, on_progress=None if args.quiet else _progress)
-            signal.signal(signal.SIGINT, lambda *_: replay.stop())
-            signal.signal(signal.SIGTERM, lambda *_: replay.stop())
-            stats = replay.run()
-            if not args.quiet:
-                _progress(replay.progress(replay.elapsed_s))  # the closing line
+            stats = _send(spec, socks, args.quiet)
         except CaptureError as exc:
             raise CommandError(str(exc)) from exc
     finally:
         for sock in socks.values():
             sock.close()
-    print(
-        json.dumps(
-            {
-                "event": "replayed",
-                "frames": stats.frames,
-                "loops": stats.loops,
-                "sent": stats.per_side,
-                "rewritten": rewrite.rewritten,
-                "not_rewritten": rewrite.not_rewritten,
-                **({"prp_trailers_replaced": trailers.stripped} if trailers else {}),
-                "continued": sorted(f"{g} (APPID {a:#06x})" for g, a in heard),
-                "tx_retries": stats.tx_retries,
-                "link_down": stats.link_down,
-                "send_errors": stats.send_errors,
-                **({"last_error": stats.last_error} if stats.last_error else {}),
-                **({"rewrite_error": rewrite.last_error} if rewrite.last_error else {}),
-            }
-        ),
-        flush=True,
-    )
+    print(_replayed_line(stats, rewrite, trailers, heard), flush=True)
     return 0
+
+
+def _rewrite(args: argparse.Namespace) -> WireRewrite:
+    """The rewriting --continue-stnum and --rewrite-src ask for."""
+    rewrite = WireRewrite(renumber=args.continue_stnum)
+    if args.rewrite_src:
+        try:
+            rewrite.src = parse_mac(args.rewrite_src)
+        except ValueError as exc:
+            raise CommandError(f"--rewrite-src: {exc}") from exc
+    return rewrite
+
+
+def _open_sockets(ifaces: dict[str, str], socks: dict[str, RawSocket]) -> None:
+    """A raw socket per side into `socks` (the caller closes them, also on an error)."""
+    try:
+        for side, iface in ifaces.items():
+            socks[side] = RawSocket(iface, promiscuous=True, timestamps=False)
+    except PermissionError as exc:
+        raise CommandError(str(exc)) from exc
+    except (RawSocketError, OSError) as exc:
+        raise CommandError(f"cannot open raw sockets: {exc}") from exc
+
+
+def _continue_streams(
+    args: argparse.Namespace, socks: dict[str, RawSocket], rewrite: WireRewrite
+) -> dict[tuple[str, int], tuple[int, int]]:
+    """With --continue-stnum: the capture's streams heard on the wire, each renumbered
+    to go on from the stNum/sqNum heard."""
+    heard: dict[tuple[str, int], tuple[int, int]] = {}
+    if args.continue_stnum:
+        heard = listen_for_streams(socks, args.continue_wait, capture_streams(args.file))
+        for (gocb, appid), (st, sq) in heard.items():
+            rewrite.continue_from(gocb, appid, st, sq)
+    return heard
+
+
+def _send(spec: WireReplaySpec, socks: dict[str, RawSocket], quiet: bool) -> WireReplayStats:
+    """The replay, until its end or a signal, with progress lines unless quiet."""
+    replay = WireReplay(spec, socks, on_progress=None if quiet else _progress)
+    signal.signal(signal.SIGINT, lambda *_: replay.stop())
+    signal.signal(signal.SIGTERM, lambda *_: replay.stop())
+    stats = replay.run()
+    if not quiet:
+        _progress(replay.progress(replay.elapsed_s))  # the closing line
+    return stats
+
+
+def _replayed_line(
+    stats: WireReplayStats,
+    rewrite: WireRewrite,
+    trailers: PrpTrailers | None,
+    heard: dict[tuple[str, int], tuple[int, int]],
+) -> str:
+    """The closing JSON line."""
+    return json.dumps(
+        {
+            "event": "replayed",
+            "frames": stats.frames,
+            "loops": stats.loops,
+            "sent": stats.per_side,
+            "rewritten": rewrite.rewritten,
+            "not_rewritten": rewrite.not_rewritten,
+            **({"prp_trailers_replaced": trailers.stripped} if trailers else {}),
+            "continued": sorted(f"{g} (APPID {a:#06x})" for g, a in heard),
+            "tx_retries": stats.tx_retries,
+            "link_down": stats.link_down,
+            "send_errors": stats.send_errors,
+            **({"last_error": stats.last_error} if stats.last_error else {}),
+            **({"rewrite_error": rewrite.last_error} if rewrite.last_error else {}),
+        }
+    )

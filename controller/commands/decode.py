@@ -20,7 +20,7 @@ from typing import Any
 
 from goosectl.controller.cli import CommandError
 from goosectl.controller.commands._auth_args import add_keys_args, keys_for
-from goosectl.controller.commands._rgoose import units
+from goosectl.controller.commands._rgoose import Unit, units
 from goosectl.controller.display import printable
 from goosectl.controller.goose.auth import judge
 from goosectl.protocols.ethernet.pcap import LINKTYPE_ETHERNET, CaptureError, read_capture
@@ -157,67 +157,92 @@ def _show_error(
 
 
 def run(args: argparse.Namespace) -> int:
-    out = sys.stdout
-    t0: float | None = None
-    shown = 0
-    appids: set[int] = set()
-    skipped = 0
-    debug = log.isEnabledFor(logging.DEBUG)  # asked once, not per frame
-    # IEC 62351-6: with --keys, each frame's verdict at its capture time (UTC)
-    keys = keys_for(args, None) if args.keys else None
-    profile = PROFILES[args.auth_profile or DEFAULT_PROFILE]
+    """Every GOOSE frame of the capture (R-GOOSE's expanded) shown, filtered by --appid and
+    --gocbref; a filter that matched nothing is said, with the APPIDs that were seen."""
+    decode = _Decode(args, sys.stdout)
     try:
-        for cap in units(read_capture(args.file), keys):  # R-GOOSE expanded (UDP 102)
-            if cap.error is not None:  # an SPDU that cannot be read
-                t0 = cap.ts_ns / 1e9 if t0 is None else t0
-                _show_error(out, args.json, cap.number, cap.ts_ns / 1e9, t0, cap.error)
-                shown += 1
-                continue
-            if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
-                skipped += 1
-                if debug:
-                    log.debug("frame %d: not GOOSE (linktype %d)", cap.number, cap.linktype)
-                continue
-            time = cap.ts_ns / 1e9
-            if t0 is None:
-                t0 = time
-            appid = _raw_appid(cap.data)
-            if appid is not None:
-                appids.add(appid)
-            if args.appid is not None and appid != args.appid:
-                continue
-            try:
-                if args.gocbref is not None:
-                    head = parse_header(cap.data)
-                    if head.gocb_ref != args.gocbref:
-                        continue
-                    decode_all_data(cap.data, head.all_data_offset)  # fail early, same errors
-                frame = decode_frame(cap.data)
-            except GooseError as exc:
-                shown += 1
-                err = _error_obj(cap.number, time, exc)
-                if args.json:
-                    out.write(json.dumps(err) + "\n")
-                else:
-                    out.write(printable(f"{cap.number:>6} {time - t0:12.6f} error: {exc}") + "\n")
-                continue
-            shown += 1
-            obj = frame_to_json(frame, number=cap.number, time=time)
-            if cap.rgoose is not None:
-                obj["rgoose"] = cap.rgoose
-            if keys is not None:
-                verdict = cap.verdict or judge(cap.data, keys, profile, cap.ts_ns)[0]
-                obj["auth"] = verdict.as_json()
-            line = json.dumps(obj) if args.json else _table_line(obj, t0) + _rgoose_text(obj)
-            out.write(line + "\n")
+        for cap in units(read_capture(args.file), decode.keys):  # R-GOOSE expanded (UDP 102)
+            decode.unit(cap)
     except CaptureError as exc:
-        out.flush()
+        decode.out.flush()
         raise CommandError(f"cannot read capture: {exc}") from None
     # (`goosectl decode big.pcap | head`: a reader that left ends the run quietly, in cli.py)
-    log.debug("%s: %d GOOSE frame(s) shown, %d other frame(s) skipped", args.file, shown, skipped)
-    if not shown and appids and (args.appid is not None or args.gocbref is not None):
+    log.debug(
+        "%s: %d GOOSE frame(s) shown, %d other frame(s) skipped",
+        args.file,
+        decode.shown,
+        decode.skipped,
+    )
+    decode.warn_unmatched()
+    return 0
+
+
+class _Decode:
+    """One pass over a capture: each unit shown (or skipped), counted, its APPID noted."""
+
+    def __init__(self, args: argparse.Namespace, out: Any) -> None:
+        self.args = args
+        self.out = out
+        self.t0: float | None = None
+        self.shown = 0
+        self.skipped = 0
+        self.appids: set[int] = set()
+        self.debug = log.isEnabledFor(logging.DEBUG)  # asked once, not per frame
+        # IEC 62351-6: with --keys, each frame's verdict at its capture time (UTC)
+        self.keys = keys_for(args, None) if args.keys else None
+        self.profile = PROFILES[args.auth_profile or DEFAULT_PROFILE]
+
+    def unit(self, cap: Unit) -> None:
+        if cap.error is not None:  # an SPDU that cannot be read
+            self.t0 = cap.ts_ns / 1e9 if self.t0 is None else self.t0
+            _show_error(self.out, self.args.json, cap.number, cap.ts_ns / 1e9, self.t0, cap.error)
+            self.shown += 1
+            return
+        if cap.linktype != LINKTYPE_ETHERNET or not is_goose(cap.data):
+            self.skipped += 1
+            if self.debug:
+                log.debug("frame %d: not GOOSE (linktype %d)", cap.number, cap.linktype)
+            return
+        time = cap.ts_ns / 1e9
+        if self.t0 is None:
+            self.t0 = time
+        appid = _raw_appid(cap.data)
+        if appid is not None:
+            self.appids.add(appid)
+        if self.args.appid is not None and appid != self.args.appid:
+            return
+        self._frame(cap, time, self.t0)
+
+    def _frame(self, cap: Unit, time: float, t0: float) -> None:
+        """A GOOSE frame of the wanted APPID: decoded and shown, or its error shown."""
+        try:
+            if self.args.gocbref is not None:
+                head = parse_header(cap.data)
+                if head.gocb_ref != self.args.gocbref:
+                    return
+                decode_all_data(cap.data, head.all_data_offset)  # fail early, same errors
+            frame = decode_frame(cap.data)
+        except GooseError as exc:
+            self.shown += 1
+            _show_error(self.out, self.args.json, cap.number, time, t0, exc)
+            return
+        self.shown += 1
+        obj = frame_to_json(frame, number=cap.number, time=time)
+        if cap.rgoose is not None:
+            obj["rgoose"] = cap.rgoose
+        if self.keys is not None:
+            verdict = cap.verdict or judge(cap.data, self.keys, self.profile, cap.ts_ns)[0]
+            obj["auth"] = verdict.as_json()
+        line = json.dumps(obj) if self.args.json else _table_line(obj, t0) + _rgoose_text(obj)
+        self.out.write(line + "\n")
+
+    def warn_unmatched(self) -> None:
+        """A filter that matched no frame of a capture that had some: said, with the
+        APPIDs seen, so a mistyped filter is not read as an empty capture."""
+        args = self.args
+        if self.shown or not self.appids or (args.appid is None and args.gocbref is None):
+            return
         wanted = [f"--appid 0x{args.appid:04x}"] if args.appid is not None else []
         wanted += [f"--gocbref {args.gocbref}"] if args.gocbref is not None else []
-        seen = ", ".join(f"0x{a:04x}" for a in sorted(appids))
+        seen = ", ".join(f"0x{a:04x}" for a in sorted(self.appids))
         log.warning("no frame matched %s (APPIDs seen: %s)", " and ".join(wanted), seen)
-    return 0

@@ -21,8 +21,9 @@ from goosectl.controller.cli import EXIT_FINDINGS, EXIT_INTERRUPTED, EXIT_OK, Co
 from goosectl.controller.commands import _prp
 from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
 from goosectl.controller.commands.replay import load_goose_config
-from goosectl.controller.commands.scl import add_check_args, wire_check
+from goosectl.controller.commands.scl import WireRun, add_check_args, wire_check
 from goosectl.controller.config.goose import GooseConfig
+from goosectl.controller.config.keys import KeyFile
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.controller.goose.rgoose import receiver_for
 from goosectl.controller.report.prp_report import PrpReporter
@@ -33,6 +34,8 @@ from goosectl.controller.shell.goose_live import (
     require_raw_sockets,
 )
 from goosectl.controller.shell.keys import KeyService
+from goosectl.controller.shell.prp_live import PrpLive
+from goosectl.controller.shell.rgoose_live import RgooseListener
 from goosectl.controller.shell.rgoose_live import listen as rgoose_listen
 from goosectl.protocols.ethernet.rawsock import RawSocketError, RingSpec
 from goosectl.protocols.goose import Vlan
@@ -124,6 +127,36 @@ def listener_config(config: GooseConfig) -> GooseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Listen until the duration or a signal, printing every frame and event; then the
+    counters and the summary (exit 1 when there were findings)."""
+    config, keys, check, hub = _listener_hub(args)
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
+    live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
+    rgoose = _open_rgoose(args, live, hub, config, keys)
+    key_service = KeyService(hub, args.keys or config.keys)
+    key_service.start()
+    live.on_round.append(key_service.tick)
+    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
+    # events of timers (a TAL that ran out) are stamped with the host's clock
+    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref, clock=time.time_ns)
+    prp = _prp.start(live, config, reporter)
+    if prp is not None:
+        reporter.set_source(prp.last_trailer)
+    interrupted = stop_on_signals(live)
+    _print_listening(args, live)
+    _listen_until(live, reporter, check, prp, args.duration)
+    _print_closing(args, live, rgoose, prp, reporter, check)
+    if interrupted:
+        return EXIT_INTERRUPTED
+    return EXIT_FINDINGS if reporter.anomalies.count else EXIT_OK
+
+
+def _listener_hub(
+    args: argparse.Namespace,
+) -> tuple[GooseConfig, KeyFile | None, WireRun | None, GooseHub]:
+    """The subscriptions of --config (none: observe every stream), the keys, the SCL check
+    of --scl, and the hub that receives with them."""
     config = with_profile(args, _prp.config_with(load_goose_config(args.config, args.ied), args))
     keys = keys_for(args, config)
     check = wire_check(args.scl, config)
@@ -134,26 +167,63 @@ def run(args: argparse.Namespace) -> int:
         keys=keys,
         auth_default="optional" if keys is not None else "off",
     )
-    if not args.iface and not args.rgoose:
-        raise CommandError("--iface needed (or --rgoose)")
-    live = open_live(hub, args.iface, args.iface_b, config.rx_ring.spec(3))
-    rgoose = None
-    if args.rgoose:
-        try:
-            receiver = receiver_for(hub, config.subscriptions, keys)
-            rgoose = rgoose_listen(live, receiver, args.rgoose, args.rgoose_iface)
-        except (OSError, ValueError) as exc:
-            live.close()
-            raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
-    key_service = KeyService(hub, args.keys or config.keys)
-    key_service.start()
-    live.on_round.append(key_service.tick)
-    signal.signal(signal.SIGHUP, lambda *_: key_service.request())
-    # events of timers (a TAL that ran out) are stamped with the host's clock
-    reporter = PrpReporter(hub, args.json, sys.stdout, args.appid, args.gocbref, clock=time.time_ns)
-    prp = _prp.start(live, config, reporter)
-    if prp is not None:
-        reporter.set_source(prp.last_trailer)
+    return config, keys, check, hub
+
+
+def _open_rgoose(
+    args: argparse.Namespace,
+    live: LiveGoose,
+    hub: GooseHub,
+    config: GooseConfig,
+    keys: KeyFile | None,
+) -> RgooseListener | None:
+    """The R-GOOSE receiver of --rgoose on the same loop (None without it); a bad address
+    closes the raw sockets and says why."""
+    if not args.rgoose:
+        return None
+    try:
+        receiver = receiver_for(hub, config.subscriptions, keys)
+        return rgoose_listen(live, receiver, args.rgoose, args.rgoose_iface)
+    except (OSError, ValueError) as exc:
+        live.close()
+        raise CommandError(f"--rgoose {args.rgoose}: {exc}") from None
+
+
+def stop_on_signals(live: LiveGoose) -> list[int]:
+    """SIGTERM and Ctrl-C stop the loop (the closing report still printed); the list
+    returned holds SIGINT once Ctrl-C came, for exit 130."""
+    interrupted: list[int] = []
+
+    def on_sigint(*_: object) -> None:
+        interrupted.append(signal.SIGINT)
+        live.stop()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    signal.signal(signal.SIGTERM, lambda *_: live.stop())
+    return interrupted
+
+
+def _print_listening(args: argparse.Namespace, live: LiveGoose) -> None:
+    """The line that says the listener is ready, and on what."""
+    ready = {
+        "event": "listening",
+        "ifaces": [i for i in (args.iface, args.iface_b) if i],
+        **({"rgoose": args.rgoose} if args.rgoose else {}),
+        "rx": live.rx_modes,
+    }
+    print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
+    sys.stdout.flush()
+
+
+def _listen_until(
+    live: LiveGoose,
+    reporter: PrpReporter,
+    check: WireRun | None,
+    prp: PrpLive | None,
+    duration: float | None,
+) -> None:
+    """The loop, every frame reported (and checked against the SCL) as it comes, until
+    `duration` seconds or a stop; the sockets closed and PRP's duplicates settled after."""
 
     def on_effects(out: list) -> None:
         reporter.effects(out)
@@ -167,24 +237,7 @@ def run(args: argparse.Namespace) -> int:
         reporter.frame(n, ts, b, v, out)
         sys.stdout.flush()
 
-    interrupted: list[int] = []
-
-    def on_sigint(*_: object) -> None:  # Ctrl-C: the report, then exit 130
-        interrupted.append(signal.SIGINT)
-        live.stop()
-
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, lambda *_: live.stop())
-
-    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
-    ready = {
-        "event": "listening",
-        "ifaces": [i for i in (args.iface, args.iface_b) if i],
-        **({"rgoose": args.rgoose} if args.rgoose else {}),
-        "rx": live.rx_modes,
-    }
-    print(json.dumps(ready) if args.json else f"-- listening on {', '.join(ready['ifaces'])}")
-    sys.stdout.flush()
+    until = time.monotonic_ns() + int(duration * 1e9) if duration else None
     try:
         live.run(
             on_frame=on_frame,
@@ -196,6 +249,18 @@ def run(args: argparse.Namespace) -> int:
         if prp is not None:
             prp.close()
             prp.lre.settle()  # every duplicate-table entry counted
+
+
+def _print_closing(
+    args: argparse.Namespace,
+    live: LiveGoose,
+    rgoose: RgooseListener | None,
+    prp: PrpLive | None,
+    reporter: PrpReporter,
+    check: WireRun | None,
+) -> None:
+    """The closing report: receive counters, R-GOOSE's and PRP's, the SCL check, the
+    summary, the frame counts."""
     print(stats_line(live))
     if rgoose is not None:
         rgoose.close()
@@ -210,6 +275,3 @@ def run(args: argparse.Namespace) -> int:
         check.print(as_json=False)
     if not args.json:
         print(json.dumps({"frames": live.frames, "sent": live.sent}))
-    if interrupted:
-        return EXIT_INTERRUPTED
-    return EXIT_FINDINGS if reporter.anomalies.count else EXIT_OK

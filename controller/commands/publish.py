@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import signal
 import sys
 import time
 from typing import Any
@@ -16,13 +15,15 @@ from pydantic import ValidationError
 from goosectl.controller.cli import EXIT_INTERRUPTED, CommandError
 from goosectl.controller.commands import _prp
 from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from goosectl.controller.commands.listen import open_live
+from goosectl.controller.commands.listen import open_live, stop_on_signals
 from goosectl.controller.config.goose import GooseConfig, PublisherCfg, VlanCfg
 from goosectl.controller.config.keys import KeyFile
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.controller.goose.publisher_actions import PublishError
 from goosectl.controller.report.goose_report import Reporter
+from goosectl.controller.shell.goose_live import LiveGoose
 from goosectl.controller.shell.keys import KeyService
+from goosectl.controller.shell.prp_live import PrpLive
 from goosectl.controller.shell.rgoose_live import RgoosePublisher, open_socket, parse_target
 from goosectl.protocols.goose import GooseError, all_data_from_json, data_shape
 
@@ -35,6 +36,24 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="publish GOOSE on raw Ethernet (root); each line on "
         "stdin holding a JSON value list is a state change",
     )
+    _add_transport_args(p)
+    _add_signing_args(p)
+    _add_address_args(p)
+    _add_state_args(p)
+    _add_injection_args(p)
+    p.add_argument("--json", action="store_true")
+    _prp.add_arg(p)
+    p.add_argument(
+        "--duration",
+        type=float,
+        help="stop after this many seconds (default: until Ctrl-C); heartbeats go on "
+        "whether or not stdin is still open",
+    )
+    p.set_defaults(func=run)
+
+
+def _add_transport_args(p: argparse.ArgumentParser) -> None:
+    """Where the frames go: raw Ethernet on one or two networks, or R-GOOSE over UDP."""
     p.add_argument("--iface", help="interface of network A (required without --rgoose)")
     p.add_argument("--iface-b")
     p.add_argument(
@@ -47,12 +66,20 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--rgoose-iface", default="", metavar="IPV4", help="send multicast from this address"
     )
+
+
+def _add_signing_args(p: argparse.ArgumentParser) -> None:
+    """The key file and the key every frame is signed with."""
     add_keys_args(p)
     p.add_argument(
         "--key-id",
         type=int,
         help="sign every frame (IEC 62351-6) with this key of --keys (or its chain's successor)",
     )
+
+
+def _add_address_args(p: argparse.ArgumentParser) -> None:
+    """The publisher's identity and addresses: from a config, or one flag each."""
     p.add_argument(
         "--config",
         help="take the publisher from a config (YAML/TOML, or SCL with --ied) instead of the "
@@ -70,6 +97,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--vlan", type=int, help="802.1Q VLAN id (untagged without)")
     p.add_argument("--priority", type=int, default=4)
     p.add_argument("--conf-rev", type=int, default=1)
+
+
+def _add_state_args(p: argparse.ArgumentParser) -> None:
+    """The initial data set, the retransmission schedule, and the networks sent on."""
     p.add_argument(
         "--values",
         help="initial data set as JSON "
@@ -81,6 +112,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-time", type=float, default=1000.0, help="MaxTime, ms")
     p.add_argument("--burst", type=int, default=4, help="fixed-burst repeats at MinTime")
     p.add_argument("--sides", choices=["A", "B", "both"], default=None)
+
+
+def _add_injection_args(p: argparse.ArgumentParser) -> None:
+    """What a test set injects: simulation, ndsCom, missed states, the test bit."""
     p.add_argument("--simulation", action="store_true")
     p.add_argument(
         "--ndscom",
@@ -101,15 +136,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="set the test bit of every quality (13-bit bit-string) published (q.test: a "
         "subscriber not in test mode must not act on it)",
     )
-    p.add_argument("--json", action="store_true")
-    _prp.add_arg(p)
-    p.add_argument(
-        "--duration",
-        type=float,
-        help="stop after this many seconds (default: until Ctrl-C); heartbeats go on "
-        "whether or not stdin is still open",
-    )
-    p.set_defaults(func=run)
 
 
 #: IEC 61850 Quality: 13 bits, the test bit the twelfth (validity 2, details 8, source)
@@ -228,16 +254,8 @@ def _rgoose_publisher(args: argparse.Namespace, keys: KeyFile | None) -> RgooseP
 
 
 def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
-    if args.stnum_jump is not None and args.stnum_jump < 1:
-        raise CommandError("--stnum-jump must be >= 1 (1 is an ordinary state change)")
-    if args.test and cfg.initial:
-        cfg = cfg.model_copy(update={"initial": test_flagged(cfg.model_dump()["initial"])})
-    if args.duration is not None and not args.duration > 0:  # also refuses NaN
-        raise CommandError("--duration must be > 0 seconds")
-    if args.key_id is not None and not args.rgoose:
-        cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
-    if not args.iface and not args.rgoose:
-        raise CommandError("--iface needed (or --rgoose)")
+    """Publish `cfg` until the duration or a signal: stdin lines are its state changes."""
+    cfg = _checked(args, cfg)
     goose = with_profile(args, _prp.config_with(GooseConfig(publishers=[cfg]), args))
     keys = keys_for(args, goose)
     hub = GooseHub(goose, keys=keys)
@@ -251,58 +269,9 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
     # its own stream only: other publishers on the wire are not what a test set reports
     reporter = Reporter(hub, args.json, sys.stdout, gocb_ref=cfg.gocb_ref, clock=time.time_ns)
     prp = _prp.start(live, goose)
-    buf = bytearray()
-    jump = [args.stnum_jump] if args.stnum_jump is not None else []
-
-    def on_stdin() -> None:
-        chunk = os.read(sys.stdin.fileno(), 65536)
-        if not chunk:  # closed: the publisher goes on with its heartbeats
-            live.remove_reader(sys.stdin.fileno())
-            return
-        lines(chunk)
-
-    def lines(chunk: bytes) -> None:
-        buf.extend(chunk)
-        while b"\n" in buf:
-            line, _, rest = bytes(buf).partition(b"\n")
-            buf[:] = rest
-            if not line.strip():
-                continue
-            now = time.monotonic_ns()
-            try:
-                values = _values(line.decode(), "stdin", args.test)
-                if jump:  # the test set's missed states: once, on the first change
-                    live.execute(hub.skip_states(cfg.gocb_ref, jump.pop(), now), now)
-                out = hub.publish(cfg.gocb_ref, values, now, time.time_ns())
-            except (CommandError, PublishError) as exc:
-                log.error("refused: %s", exc)  # this line only: the next may be good
-                continue
-            live.execute(out, now)
-
-    try:
-        live.add_reader(sys.stdin.fileno(), on_stdin)
-    except PermissionError:  # a file or /dev/null, which no selector watches: read it now
-        lines(sys.stdin.buffer.read() + b"\n")
-    interrupted: list[int] = []
-
-    def on_sigint(*_: object) -> None:  # Ctrl-C: the closing line, then exit 130
-        interrupted.append(signal.SIGINT)
-        live.stop()
-
-    signal.signal(signal.SIGINT, on_sigint)
-    signal.signal(signal.SIGTERM, lambda *_: live.stop())
-
-    def on_effects(out) -> None:
-        reporter.effects(out)
-        sys.stdout.flush()
-
-    until = time.monotonic_ns() + int(args.duration * 1e9) if args.duration else None
-    try:
-        live.run(on_effects=on_effects, until_ns=until)
-    finally:
-        live.close()
-        if prp is not None:
-            prp.close()
+    _StdinStates(live, hub, cfg, args).attach()
+    interrupted = stop_on_signals(live)
+    _publish_until(live, reporter, prp, args.duration)
     c = hub.counters()["publishers"][cfg.gocb_ref]
     print(
         json.dumps(
@@ -318,3 +287,88 @@ def serve(args: argparse.Namespace, cfg: PublisherCfg) -> int:
         )
     )
     return EXIT_INTERRUPTED if interrupted else 0
+
+
+def _checked(args: argparse.Namespace, cfg: PublisherCfg) -> PublisherCfg:
+    """The options checked against each other, and `cfg` as they change it (--test's
+    qualities, --key-id's signing)."""
+    if args.stnum_jump is not None and args.stnum_jump < 1:
+        raise CommandError("--stnum-jump must be >= 1 (1 is an ordinary state change)")
+    if args.test and cfg.initial:
+        cfg = cfg.model_copy(update={"initial": test_flagged(cfg.model_dump()["initial"])})
+    if args.duration is not None and not args.duration > 0:  # also refuses NaN
+        raise CommandError("--duration must be > 0 seconds")
+    if args.key_id is not None and not args.rgoose:
+        cfg = cfg.model_copy(update={"auth": "sign", "key_id": args.key_id})
+    if not args.iface and not args.rgoose:
+        raise CommandError("--iface needed (or --rgoose)")
+    return cfg
+
+
+class _StdinStates:
+    """Stdin read as lines, each a JSON value list published as the next state; a bad line
+    is refused and logged, and the next one may be good."""
+
+    def __init__(
+        self, live: LiveGoose, hub: GooseHub, cfg: PublisherCfg, args: argparse.Namespace
+    ) -> None:
+        self.live = live
+        self.hub = hub
+        self.gocb_ref = cfg.gocb_ref
+        self.test: bool = args.test
+        self.buf = bytearray()
+        #: the test set's missed states: once, on the first change
+        self.jump: list[int] = [args.stnum_jump] if args.stnum_jump is not None else []
+
+    def attach(self) -> None:
+        try:
+            self.live.add_reader(sys.stdin.fileno(), self.on_stdin)
+        except PermissionError:  # a file or /dev/null, which no selector watches: read it now
+            self.lines(sys.stdin.buffer.read() + b"\n")
+
+    def on_stdin(self) -> None:
+        chunk = os.read(sys.stdin.fileno(), 65536)
+        if not chunk:  # closed: the publisher goes on with its heartbeats
+            self.live.remove_reader(sys.stdin.fileno())
+            return
+        self.lines(chunk)
+
+    def lines(self, chunk: bytes) -> None:
+        buf = self.buf
+        buf.extend(chunk)
+        while b"\n" in buf:
+            line, _, rest = bytes(buf).partition(b"\n")
+            buf[:] = rest
+            if line.strip():
+                self.publish(line)
+
+    def publish(self, line: bytes) -> None:
+        now = time.monotonic_ns()
+        try:
+            values = _values(line.decode(), "stdin", self.test)
+            if self.jump:
+                self.live.execute(self.hub.skip_states(self.gocb_ref, self.jump.pop(), now), now)
+            out = self.hub.publish(self.gocb_ref, values, now, time.time_ns())
+        except (CommandError, PublishError) as exc:
+            log.error("refused: %s", exc)  # this line only: the next may be good
+            return
+        self.live.execute(out, now)
+
+
+def _publish_until(
+    live: LiveGoose, reporter: Reporter, prp: PrpLive | None, duration: float | None
+) -> None:
+    """The loop, reporting every effect as it happens, until `duration` seconds or a stop;
+    the sockets closed after."""
+
+    def on_effects(out) -> None:
+        reporter.effects(out)
+        sys.stdout.flush()
+
+    until = time.monotonic_ns() + int(duration * 1e9) if duration else None
+    try:
+        live.run(on_effects=on_effects, until_ns=until)
+    finally:
+        live.close()
+        if prp is not None:
+            prp.close()

@@ -6,18 +6,20 @@ import argparse
 import itertools
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from goosectl.controller.cli import EXIT_FINDINGS, CommandError, add_log_args
 from goosectl.controller.commands import _prp, _replay_wire
 from goosectl.controller.commands._auth_args import add_keys_args, keys_for, with_profile
-from goosectl.controller.commands.scl import add_check_args, wire_check
+from goosectl.controller.commands.scl import WireRun, add_check_args, wire_check
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
 from goosectl.controller.engine.effects import Notify
 from goosectl.controller.goose.hub import GooseHub
-from goosectl.controller.goose.rgoose import receiver_for
+from goosectl.controller.goose.rgoose import RgooseReceiver, receiver_for
 from goosectl.controller.replay.capture_clock import (
     DEFAULT_MAX_GAP_NS,
     CaptureClock,
@@ -30,6 +32,14 @@ from goosectl.controller.shell.journal_clock import anchor as anchor_clock
 from goosectl.controller.shell.journal_store import open_journal
 from goosectl.controller.shell.journal_writer import journal_key
 from goosectl.protocols.ethernet.pcap import CaptureError
+
+if TYPE_CHECKING:  # loaded by the --device sim run only
+    from goosectl.controller.config.bay import ControllerConfig
+    from goosectl.controller.config.keys import KeyFile
+    from goosectl.controller.engine.journal import Journal
+    from goosectl.controller.logic.core import BayController
+    from goosectl.controller.replay.bay_replay import BayReplay
+    from goosectl.controller.report.bay_report import Timeline
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -105,6 +115,8 @@ def load_goose_config(path: Path | None, ied: str | None = None) -> GooseConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Replay a capture: on the wire (--wire), into the bay controller (--device sim), or
+    through the subscriptions alone."""
     if _replay_wire.wanted(args):
         return _replay_wire.run(args)
     if args.device:
@@ -113,6 +125,12 @@ def run(args: argparse.Namespace) -> int:
                 "--speed: replay --device sim runs in virtual time only (as fast as possible)"
             )
         return run_controller(args)
+    return _run_subscriptions(args)
+
+
+def _run_subscriptions(args: argparse.Namespace) -> int:
+    """The subscriptions (and publishers) of --config over the capture, every frame and
+    event reported; exit 1 when there were findings."""
     config = with_profile(args, load_goose_config(args.config, args.ied))
     keys = keys_for(args, config)
     check = wire_check(args.scl, config)
@@ -121,13 +139,9 @@ def run(args: argparse.Namespace) -> int:
     if args.loop < 1:
         raise CommandError("--loop must be >= 1")
     max_gap = _max_gap(args)
-    journal = (
-        open_journal(args.journal, durability="group", key=journal_key()) if args.journal else None
-    )
-    anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
     hub = GooseHub(
         config,
-        journal,
+        _replay_journal(args.journal),
         simulation=args.simulation,
         keys=keys,
         auth_default="optional" if keys is not None else "off",
@@ -157,40 +171,42 @@ def run(args: argparse.Namespace) -> int:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
+    _print_closing(rgoose, check, reporter, args.json)
+    return EXIT_FINDINGS if reporter.anomalies.count else 0
+
+
+def _replay_journal(path: Path | None) -> Journal | None:
+    """The journal of --journal (None without it), its time the capture's (UTC)."""
+    journal = open_journal(path, durability="group", key=journal_key()) if path else None
+    anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
+    return journal
+
+
+def _print_closing(
+    rgoose: RgooseReceiver, check: WireRun | None, reporter: Reporter, as_json: bool
+) -> None:
+    """R-GOOSE's refusals (if any), the SCL check and the per-stream summary."""
     if rgoose.counts:  # SPDUs refused before any subscription (malformed, replayed ...)
         counts = rgoose.counters()
         sys.stdout.write(
-            (
-                json.dumps({"event": "rgoose", "counts": counts})
-                if args.json
-                else f"rgoose: {counts}"
-            )
+            (json.dumps({"event": "rgoose", "counts": counts}) if as_json else f"rgoose: {counts}")
             + "\n"
         )
-    if check is not None and args.json:
+    if check is not None and as_json:
         check.print(as_json=True)  # before the closing counters line
     reporter.summary()
-    if check is not None and not args.json:
+    if check is not None and not as_json:
         check.print(as_json=False)
-    return EXIT_FINDINGS if reporter.anomalies.count else 0
 
 
 def run_controller(args: argparse.Namespace) -> int:
     """The bay controller against a capture, the simulator on the same virtual clock."""
-    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
     from goosectl.controller.demo.offline import make_wire
-    from goosectl.controller.logic.core import BayController
     from goosectl.controller.replay.bay_replay import BayReplay
-    from goosectl.controller.report.bay_report import Timeline, percentiles, report_block
+    from goosectl.controller.report.bay_report import Timeline
     from goosectl.firmware_sim.core import Firmware
 
-    path = args.config or DEFAULT_CONFIG
-    try:
-        cfg = load_config(path, ControllerConfig, args.ied)
-    except ConfigError as exc:
-        raise CommandError(f"bad config:\n{exc}") from exc
-    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
-    keys = keys_for(args, cfg.goose)
+    cfg, keys = _bay_config(args)
     jumps: list[TimeJump] = []
     clock = CaptureClock(_max_gap(args), jumps.append)
     # streamed: the first frame gives the start time, the rest is read as the run goes
@@ -203,41 +219,80 @@ def run_controller(args: argparse.Namespace) -> int:
         raise CommandError(f"{args.file}: no GOOSE frames")
     check = wire_check(args.scl, cfg.goose)
     t0 = first[1]
-    journal = (
-        open_journal(args.journal, durability="group", key=journal_key()) if args.journal else None
-    )
-    anchor_clock(journal, "virtual")  # time_ns is capture time (UTC): the journal_utc view
-    bay = BayController(cfg, t0, journal, keys)
-    if args.mode:
-        bay.set_mode(args.mode, t0, "command line")
-    if args.simulation:
-        bay.set_simulation(True, t0, "command line")
+    bay = _bay_at(args, cfg, keys, t0)
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
     wire, close_wire = make_wire(bay, fw, t0, args.pty)
     replay = BayReplay(bay, fw, args.out, timeline.add, wire=wire)
-
-    def frames():
-        for _, ts, data in itertools.chain([first], stream):
-            for jump in jumps:  # a jump is noted at the time its frame is replayed
-                timeline.add(jump.replay_ns, Notify("capture time jump", jump.text()))
-            jumps.clear()
-            if check is not None:
-                check.frame(ts, data)
-            yield ts, data
-
     try:
-        replay.run(frames())
+        replay.run(_noted(itertools.chain([first], stream), jumps, timeline, check))
     except (CaptureError, CaptureTimeError) as exc:
         raise CommandError(str(exc)) from exc
     finally:
         replay.close()
         close_wire()
+    print("\n".join(_bay_report(timeline, clock, replay, bay)))
+    if check is not None:
+        check.print(args.json)
+    return 0
+
+
+def _bay_config(args: argparse.Namespace) -> tuple[ControllerConfig, KeyFile | None]:
+    """The bay of --config (the packaged one without), with --auth-profile, and its keys."""
+    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+
+    path = args.config or DEFAULT_CONFIG
+    try:
+        cfg = load_config(path, ControllerConfig, args.ied)
+    except ConfigError as exc:
+        raise CommandError(f"bad config:\n{exc}") from exc
+    cfg = cfg.model_copy(update={"goose": with_profile(args, cfg.goose)})
+    return cfg, keys_for(args, cfg.goose)
+
+
+def _bay_at(
+    args: argparse.Namespace, cfg: ControllerConfig, keys: KeyFile | None, t0: int
+) -> BayController:
+    """The bay controller at the capture's first frame, in the mode the options ask for."""
+    from goosectl.controller.logic.core import BayController
+
+    bay = BayController(cfg, t0, _replay_journal(args.journal), keys)
+    if args.mode:
+        bay.set_mode(args.mode, t0, "command line")
+    if args.simulation:
+        bay.set_simulation(True, t0, "command line")
+    return bay
+
+
+def _noted(
+    frames: Iterator[tuple[int, int, bytes]],
+    jumps: list[TimeJump],
+    timeline: Timeline,
+    check: WireRun | None,
+) -> Iterator[tuple[int, bytes]]:
+    """The capture's frames as the bay replays them, each time jump noted on the timeline
+    when its frame comes, every frame checked against the SCL."""
+    for _, ts, data in frames:
+        for jump in jumps:  # a jump is noted at the time its frame is replayed
+            timeline.add(jump.replay_ns, Notify("capture time jump", jump.text()))
+        jumps.clear()
+        if check is not None:
+            check.frame(ts, data)
+        yield ts, data
+
+
+def _bay_report(
+    timeline: Timeline, clock: CaptureClock, replay: BayReplay, bay: BayController
+) -> list[str]:
+    """The report's lines: the timeline, anomalies (time jumps too), in-process latency,
+    the LGOS, and the bay's final state."""
+    from goosectl.controller.report.bay_report import percentiles, report_block
+
     anomalies = timeline.anomalies()
     if clock.total_jumps:
         kinds = ", ".join(f"{n} {k}" for k, n in clock.jumps.items() if n)
         anomalies.append(f"  {clock.total_jumps} capture time jump(s) ({kinds}): gaps not replayed")
-    lines = [
+    return [
         *report_block(
             "virtual time",
             timeline.lines(),
@@ -254,10 +309,6 @@ def run_controller(args: argparse.Namespace) -> int:
         f"{', simulation' if bay.simulation else ''}; "
         f"frames in {replay.frames_in}, out {replay.sent}",
     ]
-    print("\n".join(lines))
-    if check is not None:
-        check.print(args.json)
-    return 0
 
 
 def _max_gap(args: argparse.Namespace) -> int:

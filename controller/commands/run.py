@@ -29,6 +29,20 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="run the bay controller live: GOOSE on raw Ethernet (A/B), "
         "the device on a serial port",
     )
+    _add_source_args(p)
+    add_keys_args(p)
+    _add_journal_args(p)
+    p.add_argument("--duration", type=float, help="stop after this many seconds")
+    _prp.add_arg(p)
+    _add_output_args(p)
+    _add_host_args(p)
+    _add_agent_args(p)
+    _add_mode_args(p)
+    p.set_defaults(func=run)
+
+
+def _add_source_args(p: argparse.ArgumentParser) -> None:
+    """Where the controller's config, networks, device and journal are."""
     p.add_argument(
         "--config", type=Path, default=DEFAULT_CONFIG, help="YAML/TOML/JSON, or SCL with --ied"
     )
@@ -39,7 +53,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--port", help="serial port or URL of the device (default: device.port)")
     p.add_argument("--journal", type=Path, help="SQLite journal (default: config journal)")
-    add_keys_args(p)
+
+
+def _add_journal_args(p: argparse.ArgumentParser) -> None:
+    """How much the journals keep, and how the agent's reaches the disk."""
     p.add_argument(
         "--journal-max-mb",
         type=float,
@@ -65,8 +82,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="agent journal: commit before every effect, fsync on a thread right after "
         "(default), or inline before the effect (power-loss safe, an fsync on the loop)",
     )
-    p.add_argument("--duration", type=float, help="stop after this many seconds")
-    _prp.add_arg(p)
+
+
+def _add_output_args(p: argparse.ArgumentParser) -> None:
+    """What the controller says on stderr, and in which form."""
     add_log_args(p, quiet="no status line every second")
     p.add_argument(
         "--log-json",
@@ -75,6 +94,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "message; an event's name and fields: the status line's counters, an alarm's "
         "name, a limit's detail)",
     )
+
+
+def _add_host_args(p: argparse.ArgumentParser) -> None:
+    """How the controller uses the host's CPUs: polling, real-time priority, affinity."""
     p.add_argument(
         "--spin",
         action="store_true",
@@ -103,6 +126,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "/dev/cpu_dma_latency; 0: idle CPUs poll instead of sleeping, the fastest wake-up "
         "for a frame, every CPU busy when idle; needs root; see the README's host tuning)",
     )
+
+
+def _add_agent_args(p: argparse.ArgumentParser) -> None:
+    """The device-and-agent side: no network, the state folder, procedures, control socket."""
     p.add_argument(
         "--no-network",
         action="store_true",
@@ -126,6 +153,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="control socket for `goosectl agent`, `mode`, `status` "
         "(default: $GOOSECTL_CONTROL or a per-user path)",
     )
+
+
+def _add_mode_args(p: argparse.ArgumentParser) -> None:
+    """The behaviour at start: mode, simulation, the trip reflex."""
     p.add_argument(
         "--mode",
         choices=["on", "test", "test-blocked", "off"],
@@ -145,7 +176,6 @@ def register(sub: argparse._SubParsersAction) -> None:
         "TRIP before the engine handles it, the engine still deciding and checking it "
         "(docs/reflex.md); --no-reflex leaves every frame to the engine's path alone",
     )
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,10 +8,12 @@ import json
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 from goosectl.controller.cli import EXIT_FINDINGS, EXIT_OK, CommandError
 from goosectl.controller.engine import RejectedEvent, Scheduler, Table, TableError
 from goosectl.controller.engine.diagram import FORMATS
+from goosectl.controller.engine.journal import Journal
 from goosectl.controller.engine.loader import DEFAULT_LIMITS, LoaderLimits
 from goosectl.controller.engine.machine import Step
 from goosectl.controller.shell.journal_store import open_journal
@@ -207,6 +209,7 @@ def effect_json(effect: object) -> object:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """The table's machine fed the events file, every committed row printed as JSON."""
     if _is_procedure(args.file):
         raise CommandError(
             f"{args.file}: a procedure: it runs on a controller (`goosectl agent run NAME`), "
@@ -214,55 +217,20 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     table = _load(args)
     events = read_events(args.events)
-    journal = open_journal(args.journal, durability=args.durability)
-    runner = Scheduler(journal)
-    # the journal keeps a digest of each step's effects; what is printed shows them
-    effects: dict[int, list] = {}
-
-    def remember(machine, step: Step, now_ns: int) -> None:
-        for i in range(len(step.transitions)):
-            effects[journal.seq + 1 + i] = [effect_json(e) for e in step.effects]
-
-    runner.on_step = remember
+    run = _TableRun(open_journal(args.journal, durability=args.durability))
     mid = args.machine or table.name
     start_ns = events[0][0] if events else 0
-    _, resumed_at = runner.resume_or_start(table, mid, start_ns)
-    printed = journal.seq if resumed_at is not None else 0
-    seq_at_start = printed
-    rejected = 0
-
-    def emit(force: bool, now_ns: int) -> None:
-        """Print rows once they are committed: what is printed is what a restart keeps."""
-        nonlocal printed
-        if force:
-            journal.flush(now_ns)
-        elif not journal.maybe_flush(now_ns):
-            return
-        for row in journal.rows_after(printed):
-            row["effects_digest"] = row["effects"]
-            row["effects"] = effects.pop(row["seq"], row["effects"])
-            print(json.dumps(row, sort_keys=True, default=repr))
-            printed = row["seq"]
-
-    for pos, (t, event, payload) in enumerate(events):
-        if resumed_at is not None and pos <= resumed_at:
-            continue
-        try:
-            runner.feed(mid, event, t, payload, input_pos=pos)
-        except RejectedEvent as exc:
-            rejected += 1
-            # A rejected input is still consumed: record it so a resume moves past it.
-            machine = runner.machines[mid]
-            journal.record(machine, Step(machine.state), t, pos)
-            print(json.dumps({"input": pos, "rejected": str(exc)}), file=sys.stderr)
-        emit(False, t)
+    _, resumed_at = run.runner.resume_or_start(table, mid, start_ns)
+    run.printed = run.journal.seq if resumed_at is not None else 0
+    seq_at_start = run.printed
+    rejected = run.feed(mid, events, resumed_at)
     end_ns = events[-1][0] if events else 0
     if args.until_ms is not None:
         end_ns = round(args.until_ms * 1_000_000)
-        runner.advance(end_ns)
-    emit(True, end_ns)
-    journal.close()
-    if resumed_at is not None and printed == seq_at_start and resumed_at >= len(events) - 1:
+        run.runner.advance(end_ns)
+    run.emit(True, end_ns)
+    run.journal.close()
+    if resumed_at is not None and run.printed == seq_at_start and resumed_at >= len(events) - 1:
         # a resumed journal that already holds every event: say so rather than print nothing
         log.info(
             "%s: every event of %s is in this journal already (machine %s in state %s): "
@@ -270,8 +238,55 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.journal,
             args.events,
             mid,
-            runner.machines[mid].state,
+            run.runner.machines[mid].state,
         )
     if rejected:
         print(f"{rejected} event(s) rejected", file=sys.stderr)
     return EXIT_OK
+
+
+class _TableRun:
+    """A scheduler on a journal, printing rows once committed, each with the effects of
+    its step (the journal keeps only their digest)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.journal = journal
+        self.runner = Scheduler(journal)
+        self.runner.on_step = self.remember
+        #: journal seq -> the JSON effects of its step, until the row is printed
+        self.effects: dict[int, list] = {}
+        #: the last seq printed
+        self.printed = 0
+
+    def remember(self, machine, step: Step, now_ns: int) -> None:
+        for i in range(len(step.transitions)):
+            self.effects[self.journal.seq + 1 + i] = [effect_json(e) for e in step.effects]
+
+    def feed(self, mid: str, events: list[tuple[int, str, Any]], resumed_at: int | None) -> int:
+        """The events after the resumed position fed in order; how many were rejected."""
+        rejected = 0
+        for pos, (t, event, payload) in enumerate(events):
+            if resumed_at is not None and pos <= resumed_at:
+                continue
+            try:
+                self.runner.feed(mid, event, t, payload, input_pos=pos)
+            except RejectedEvent as exc:
+                rejected += 1
+                # A rejected input is still consumed: record it so a resume moves past it.
+                machine = self.runner.machines[mid]
+                self.journal.record(machine, Step(machine.state), t, pos)
+                print(json.dumps({"input": pos, "rejected": str(exc)}), file=sys.stderr)
+            self.emit(False, t)
+        return rejected
+
+    def emit(self, force: bool, now_ns: int) -> None:
+        """Print rows once they are committed: what is printed is what a restart keeps."""
+        if force:
+            self.journal.flush(now_ns)
+        elif not self.journal.maybe_flush(now_ns):
+            return
+        for row in self.journal.rows_after(self.printed):
+            row["effects_digest"] = row["effects"]
+            row["effects"] = self.effects.pop(row["seq"], row["effects"])
+            print(json.dumps(row, sort_keys=True, default=repr))
+            self.printed = row["seq"]

@@ -22,9 +22,11 @@ from goosectl.controller.agent.host import AgentBay
 from goosectl.controller.agent.planner import FolderPlanner
 from goosectl.controller.agent.service import AgentService
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+from goosectl.controller.config.keys import KeyFile
 from goosectl.controller.config.load import load_config
 from goosectl.controller.demo.scenario import PROT, S, Scenario, build
 from goosectl.controller.engine.effects import Notify
+from goosectl.controller.engine.journal import Journal
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.replay.bay_replay import Action, BayReplay
@@ -109,71 +111,32 @@ def run_demo(
     it happen); `on_serving` is told the socket's path once it listens."""
     folder.mkdir(mode=0o700, parents=True, exist_ok=True)
     scn = scenario or build(signed=True)
-    files = {
-        "scenario": folder / "scenario.pcap",
-        "output": folder / "output.pcap",
-        "journal": folder / "journal.sqlite",
-        "report": folder / "report.txt",
-    }
+    files = _demo_files(folder)
     scn.write_pcap(files["scenario"])
     cfg = require_signed_trip(load_config(config, ControllerConfig, ied), scn)
     t0 = scn.frames[0][0]
-    files["agent"] = folder / "agent.sqlite"
-    for j in (files["journal"], files["agent"]):
-        for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
-            p.unlink(missing_ok=True)
-    journal = open_journal(files["journal"], durability="group")
-    bay = BayController(cfg, t0, journal, scn.keys)
-    agent_journal = open_journal(files["agent"], durability="step")
-    for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
-        anchor_clock(jr, "virtual")
-    host = AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal))
+    _remove_journals(files["journal"], files["agent"])
+    journal, agent_journal, host = _open_host(files, cfg, t0, scn.keys)
+    bay = host.bay
     fw = Firmware(now_ns=t0)
     timeline = Timeline(t0)
-    script = list(scn.script)
-
-    def on_report(t: int, r) -> None:
-        timeline.add(t, r)
-        while script and script[0][0] <= t:
-            at, text = script.pop(0)
-            if progress is not None:
-                progress((at - t0) / (scn.end_ns - t0), f"t={(at - t0) / S:5.1f} s  {text}")
-
     wire, close_wire = make_wire(host, fw, t0, pty)
+    on_report = _narrated(timeline, scn, progress)
     replay = BayReplay(bay, fw, files["output"], on_report, wire=wire, endpoint=host)
     replay.after_step = demo_operator(host, timeline)
-
-    def run_procedure(name: str, params: dict[str, Any]) -> Action:
-        return lambda now: host.handle({"op": "run", "procedure": name, "params": params}, now)
-
-    def set_mode(mode: str) -> Action:
-        return lambda now: bay.set_mode(mode, now, "operator")
-
-    actions = (
-        replay.inject(scn.faults)
-        + [(t, run_procedure(name, params)) for t, name, params in scn.agent]
-        + [(t, set_mode(mode)) for t, mode in scn.modes]
-    )
+    actions = _scripted_actions(scn, replay, host, bay)
     serving = Serving(host, replay.wire, control, replay.actuating_ns) if real_speed else None
     try:
         if serving is not None:
-            if on_serving is not None:
-                on_serving(serving.server.path)
+            _announce(serving, on_serving)
             replay.pace = serving.until
         replay.run(scn.frames, actions, scn.end_ns)
         if serve_s is not None:
             replay.after_step = None  # the scripted operator leaves: a person confirms now
             if serving is None:
                 serving = Serving(host, replay.wire, control, replay.actuating_ns)
-                if on_serving is not None:
-                    on_serving(serving.server.path)
-            if progress is not None:
-                progress(
-                    1.0,
-                    f"serving `goosectl agent --control {serving.server.path}` "
-                    f"{'until Ctrl-C' if not serve_s else f'for {serve_s:g} s'}",
-                )
-            serving.run(serve_s)
+                _announce(serving, on_serving)
+            _serve(serving, serve_s, progress)
     finally:
         if serving is not None:
             serving.close()
@@ -183,7 +146,101 @@ def run_demo(
         agent_journal.close()
     if progress is not None:
         progress(1.0, "done")
-    result = DemoResult(
+    result = _result(folder, files, bay, timeline, replay)
+    write_new(files["report"], "\n".join(report_lines(result)) + "\n")
+    return result
+
+
+def _demo_files(folder: Path) -> dict[str, Path]:
+    """The files the demo writes, by what they hold."""
+    return {
+        "scenario": folder / "scenario.pcap",
+        "output": folder / "output.pcap",
+        "journal": folder / "journal.sqlite",
+        "report": folder / "report.txt",
+        "agent": folder / "agent.sqlite",
+    }
+
+
+def _remove_journals(*journals: Path) -> None:
+    """A previous demo's journals (and their WAL files) gone: each demo starts fresh."""
+    for j in journals:
+        for p in (j, Path(f"{j}-wal"), Path(f"{j}-shm")):
+            p.unlink(missing_ok=True)
+
+
+def _open_host(
+    files: dict[str, Path], cfg: ControllerConfig, t0: int, keys: KeyFile | None
+) -> tuple[Journal, Journal, AgentBay]:
+    """The bay controller on its journal and the agent on its own, both on the
+    scenario's clock: (bay journal, agent journal, the agent's bay)."""
+    journal = open_journal(files["journal"], durability="group")
+    bay = BayController(cfg, t0, journal, keys)
+    agent_journal = open_journal(files["agent"], durability="step")
+    for jr in (journal, agent_journal):  # times are the scenario's (UTC): journal_utc view
+        anchor_clock(jr, "virtual")
+    return (
+        journal,
+        agent_journal,
+        AgentBay(bay, AgentService(FolderPlanner(PROCEDURES), agent_journal)),
+    )
+
+
+def _narrated(timeline: Timeline, scn: Scenario, progress: Progress | None):
+    """What the replay reports goes on the timeline; the script's captions go to
+    `progress` as virtual time passes them."""
+    t0 = scn.frames[0][0]
+    script = list(scn.script)
+
+    def on_report(t: int, r) -> None:
+        timeline.add(t, r)
+        while script and script[0][0] <= t:
+            at, text = script.pop(0)
+            if progress is not None:
+                progress((at - t0) / (scn.end_ns - t0), f"t={(at - t0) / S:5.1f} s  {text}")
+
+    return on_report
+
+
+def _scripted_actions(
+    scn: Scenario, replay: BayReplay, host: AgentBay, bay: BayController
+) -> list[tuple[int, Action]]:
+    """The scenario's device faults, operator procedures and mode changes, as the
+    replay's timed actions."""
+
+    def run_procedure(name: str, params: dict[str, Any]) -> Action:
+        return lambda now: host.handle({"op": "run", "procedure": name, "params": params}, now)
+
+    def set_mode(mode: str) -> Action:
+        return lambda now: bay.set_mode(mode, now, "operator")
+
+    return (
+        replay.inject(scn.faults)
+        + [(t, run_procedure(name, params)) for t, name, params in scn.agent]
+        + [(t, set_mode(mode)) for t, mode in scn.modes]
+    )
+
+
+def _announce(serving: Serving, on_serving: Callable[[Path], None] | None) -> None:
+    if on_serving is not None:
+        on_serving(serving.server.path)
+
+
+def _serve(serving: Serving, serve_s: float, progress: Progress | None) -> None:
+    """The control socket served after the scenario, for `serve_s` (0: until Ctrl-C)."""
+    if progress is not None:
+        progress(
+            1.0,
+            f"serving `goosectl agent --control {serving.server.path}` "
+            f"{'until Ctrl-C' if not serve_s else f'for {serve_s:g} s'}",
+        )
+    serving.run(serve_s)
+
+
+def _result(
+    folder: Path, files: dict[str, Path], bay: BayController, timeline: Timeline, replay: BayReplay
+) -> DemoResult:
+    return DemoResult(
         folder=folder,
         bay_state=bay.bay.state,
         timeline=timeline.lines(),
@@ -198,8 +255,6 @@ def run_demo(
         files=files,
         lgos=bay.hub.lgos(),
     )
-    write_new(files["report"], "\n".join(report_lines(result)) + "\n")
-    return result
 
 
 class Serving:

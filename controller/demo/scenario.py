@@ -187,137 +187,179 @@ class Scenario:
         return len(self.frames)
 
 
+#: The script, in the order written (same-time entries keep it): (seconds of virtual time,
+#: the caption on the timeline ("" for none), what happens). What happens is a stream
+#: published (("scada" | "cilo" | "sim", value), ("trip", value, quality) on both networks),
+#: the operator (("mode", mode), ("agent", procedure, parameters)), a device fault
+#: (("stuck",)), or None: a caption only. A time given as a name is one of `build`'s
+#: arguments (network A's outage).
+_SCRIPT: tuple[tuple[float | str, str, tuple[Any, ...] | None], ...] = (
+    (0.5, "SCADA close request", ("scada", True)),
+    (0.8, "", ("scada", False)),
+    (SIM_WINDOW[0], "simulated trip from a test set (controller not in simulation)", ("sim", True)),
+    (2.3, "", ("sim", False)),
+    (3.0, "protection trip with Tr.q invalid", ("trip", True, "invalid")),
+    (3.3, "", ("trip", False, "good")),
+    (CILO_SILENT[0], "bay 2 falls silent", None),
+    (4.5, "protection trip with Tr.q test (mode on)", ("trip", True, "test")),
+    (4.8, "", ("trip", False, "good")),
+    (6.0, "protection trip", ("trip", True, "good")),
+    (6.5, "", ("trip", False, "good")),
+    (6.5, "SCADA close request (bay 2 lost)", ("scada", True)),
+    (6.7, "", ("scada", False)),
+    (CILO_SILENT[1], "bay 2 is back", ("cilo", True)),
+    (7.0, "SCADA close request", ("scada", True)),
+    (7.3, "", ("scada", False)),
+    ("outage_start", "network A goes silent", None),
+    (9.0, "protection trip (network B only)", ("trip", True, "good")),
+    (9.5, "", ("trip", False, "good")),
+    (10.0, "bay 2 withdraws close enable", ("cilo", False)),
+    (10.5, "operator: mode test", ("mode", "test")),
+    (10.8, "protection test trip (Tr.q test)", ("trip", True, "test")),
+    (11.1, "", ("trip", False, "test")),
+    (11.3, "", ("trip", False, "good")),
+    (11.5, "operator: mode on", ("mode", "on")),
+    ("outage_end", "network A is back", None),
+    (12.5, "SCADA close request (interlocked)", ("scada", True)),
+    (12.8, "", ("scada", False)),
+    (13.0, "bay 2 enables close", ("cilo", True)),
+    (13.5, "SCADA close request", ("scada", True)),
+    (13.8, "", ("scada", False)),
+    (14.0, "breaker mechanism sticks (device fault)", ("stuck",)),
+    (15.0, "protection trip (stuck breaker)", ("trip", True, "good")),
+    (15.5, "", ("trip", False, "good")),
+    (16.0, "operator runs `isolate bay=1` (agent)", ("agent", "isolate", {"bay": 1})),
+)
+#: The attacks of a signed scenario, after the script: the genuine 6.0 s trip recorded as an
+#: attacker records it, two forgeries of it (no MAC; a guessed key id with the wrong
+#: secret), and the recorded frame sent again.
+_ATTACKS: tuple[tuple[float | str, str, tuple[Any, ...] | None], ...] = (
+    (6.0, "", ("record",)),
+    (17.0, "forged trip: right addresses, next stNum, no MAC", ("forge", False)),
+    (17.5, "forged trip signed with a guessed key id, wrong secret", ("forge", True)),
+    (18.0, "replayed genuine trip (the 6.0 s frame again)", ("replay",)),
+)
+
+
 def build(duration_s: float = 20.0, outage=(8.0, 11.0), signed: bool = False) -> Scenario:
     """Frames of every publisher over `duration_s` seconds of virtual time; `signed`: the
     protection stream signed and the three attacks on it (module docstring)."""
-    cfg = publishers_config()
-    pubs = [*cfg.publishers, *test_set_config().publishers]
     keys = demo_keys() if signed else None
-    if signed:
+    rec = _Recorder(_hub(keys), Scenario(end_ns=EPOCH + int(duration_s * S), keys=keys), outage)
+    named = {"outage_start": outage[0], "outage_end": outage[1]}
+    actions = [
+        (named[at] if isinstance(at, str) else at, text, what)
+        for at, text, what in (*_SCRIPT, *(_ATTACKS if signed else ()))
+    ]
+    rec.emit(rec.hub.start(EPOCH, EPOCH), EPOCH)
+    actions.sort(key=lambda a: a[0])  # stable: same-time actions keep their order
+    for at, text, what in actions:
+        t = EPOCH + int(at * S)
+        rec.run_until(t)
+        if text:
+            rec.scn.script.append((t, text))
+        if what is not None:
+            getattr(rec, "do_" + what[0])(t, *what[1:])
+    rec.run_until(rec.scn.end_ns)
+    rec.scn.frames.sort(key=lambda f: f[0])
+    return rec.scn
+
+
+def _hub(keys: KeyFile | None) -> GooseHub:
+    """The scenario's publishers and the test set's on one hub; the protection stream
+    signed when there are keys."""
+    pubs = [*publishers_config().publishers, *test_set_config().publishers]
+    if keys is not None:
         pubs = [
             p.model_copy(update={"auth": "sign", "key_id": DEMO_KEY_ID})
             if p.name in ("prot-A", "prot-B", "prot-sim")
             else p
             for p in pubs
         ]
-    hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
-    # two publishers share the protection gocbRef (A and B copies): key them by name
-    by_name = {p.cfg.name: p for p in hub.publishers.values()}
-    scn = Scenario(end_ns=EPOCH + int(duration_s * S), keys=keys)
-    #: the last frame network A carried of the protection stream, and its genuine trips
-    last_prot: list[bytes] = []
-    trips: dict[float, bytes] = {}
-    a_out = (EPOCH + int(outage[0] * S), EPOCH + int(outage[1] * S))
+    return GooseHub(GooseConfig(publishers=pubs), keys=keys)
 
-    sim_on = (EPOCH + int(SIM_WINDOW[0] * S), EPOCH + int(SIM_WINDOW[1] * S))
-    cilo_off = (EPOCH + int(CILO_SILENT[0] * S), EPOCH + int(CILO_SILENT[1] * S))
 
-    def keep(e: SendFrame, t: int) -> None:
+def _window(span: tuple[float, float]) -> tuple[int, int]:
+    """A span of the script's seconds on the scenario's clock."""
+    return (EPOCH + int(span[0] * S), EPOCH + int(span[1] * S))
+
+
+class _Recorder:
+    """The hub driven on the virtual clock, its frames kept as they reach the controller
+    (or not: the outages), and the script's actions (`do_*`, one per kind of entry)."""
+
+    def __init__(self, hub: GooseHub, scn: Scenario, outage: tuple[float, float]) -> None:
+        self.hub = hub
+        self.scn = scn
+        # two publishers share the protection gocbRef (A and B copies): key them by name
+        self.by_name = {p.cfg.name: p for p in hub.publishers.values()}
+        self.a_out = _window(outage)
+        self.sim_on = _window(SIM_WINDOW)
+        self.cilo_off = _window(CILO_SILENT)
+        #: the last frame network A carried of the protection stream, and the recorded trip
+        self.last_prot: list[bytes] = []
+        self.recorded = b""
+        self.quality = {
+            "good": Quality().to_bitstring(),
+            "invalid": Quality(validity="invalid").to_bitstring(),
+            "test": Quality(test=True).to_bitstring(),
+        }
+
+    def keep(self, e: SendFrame, t: int) -> None:
         hdr = parse_header(e.data)
         vlan = hdr.vlan
-        if vlan is not None and vlan.id == VLAN_A and a_out[0] <= t < a_out[1]:
+        if vlan is not None and vlan.id == VLAN_A and self.a_out[0] <= t < self.a_out[1]:
             return  # network A is down: its copies never reach the controller
-        if hdr.reserved1 & S_BIT and not sim_on[0] <= t < sim_on[1]:
+        if hdr.reserved1 & S_BIT and not self.sim_on[0] <= t < self.sim_on[1]:
             return  # the test set is plugged in only for a moment
-        if e.gocb_ref == CILO and cilo_off[0] <= t < cilo_off[1]:
+        if e.gocb_ref == CILO and self.cilo_off[0] <= t < self.cilo_off[1]:
             return  # bay 2's link is down
         if e.gocb_ref == PROT and vlan is not None and vlan.id == VLAN_A and not hdr.simulation:
-            last_prot[:] = [e.data]
-        scn.frames.append((t, e.data))
+            self.last_prot[:] = [e.data]
+        self.scn.frames.append((t, e.data))
 
-    def emit(effects, t: int) -> None:
+    def emit(self, effects, t: int) -> None:
         for e in effects:
             if type(e) is SendFrame:
-                keep(e, t)
+                self.keep(e, t)
 
-    def publish(name: str, values: tuple, t: int) -> None:
-        hub.runner.feed(by_name[name].id, "publish", t, (values, t))
-        emit(hub.drain(), t)
+    def publish(self, name: str, values: tuple, t: int) -> None:
+        self.hub.runner.feed(self.by_name[name].id, "publish", t, (values, t))
+        self.emit(self.hub.drain(), t)
 
-    q = Quality().to_bitstring()
-    q_invalid = Quality(validity="invalid").to_bitstring()
-    q_test = Quality(test=True).to_bitstring()
+    def run_until(self, t: int) -> None:
+        _run_until(self.hub, t, self.emit)
 
-    def sim(value: bool):
-        return lambda t: publish("prot-sim", (Boolean(value), q), t)
+    def do_scada(self, t: int, value: bool) -> None:
+        self.publish(SCADA, (Boolean(value),), t)
 
-    actions: list[tuple[float, str, object]] = [
-        (0.5, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
-        (0.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
-        (SIM_WINDOW[0], "simulated trip from a test set (controller not in simulation)", sim(True)),
-        (2.3, "", sim(False)),
-        (3.0, "protection trip with Tr.q invalid", lambda t: _trip(publish, True, q_invalid, t)),
-        (3.3, "", lambda t: _trip(publish, False, q, t)),
-        (CILO_SILENT[0], "bay 2 falls silent", None),
-        (
-            4.5,
-            "protection trip with Tr.q test (mode on)",
-            lambda t: _trip(publish, True, q_test, t),
-        ),
-        (4.8, "", lambda t: _trip(publish, False, q, t)),
-        (6.0, "protection trip", lambda t: _trip(publish, True, q, t)),
-        (6.5, "", lambda t: _trip(publish, False, q, t)),
-        (6.5, "SCADA close request (bay 2 lost)", lambda t: publish(SCADA, (Boolean(True),), t)),
-        (6.7, "", lambda t: publish(SCADA, (Boolean(False),), t)),
-        (CILO_SILENT[1], "bay 2 is back", lambda t: publish(CILO, (Boolean(True),), t)),
-        (7.0, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
-        (7.3, "", lambda t: publish(SCADA, (Boolean(False),), t)),
-        (outage[0], "network A goes silent", None),
-        (9.0, "protection trip (network B only)", lambda t: _trip(publish, True, q, t)),
-        (9.5, "", lambda t: _trip(publish, False, q, t)),
-        (10.0, "bay 2 withdraws close enable", lambda t: publish(CILO, (Boolean(False),), t)),
-        (10.5, "operator: mode test", ("mode", "test")),
-        (10.8, "protection test trip (Tr.q test)", lambda t: _trip(publish, True, q_test, t)),
-        (11.1, "", lambda t: _trip(publish, False, q_test, t)),
-        (11.3, "", lambda t: _trip(publish, False, q, t)),
-        (11.5, "operator: mode on", ("mode", "on")),
-        (outage[1], "network A is back", None),
-        (12.5, "SCADA close request (interlocked)", lambda t: publish(SCADA, (Boolean(True),), t)),
-        (12.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
-        (13.0, "bay 2 enables close", lambda t: publish(CILO, (Boolean(True),), t)),
-        (13.5, "SCADA close request", lambda t: publish(SCADA, (Boolean(True),), t)),
-        (13.8, "", lambda t: publish(SCADA, (Boolean(False),), t)),
-        (14.0, "breaker mechanism sticks (device fault)", "stuck"),
-        (15.0, "protection trip (stuck breaker)", lambda t: _trip(publish, True, q, t)),
-        (15.5, "", lambda t: _trip(publish, False, q, t)),
-        (16.0, "operator runs `isolate bay=1` (agent)", ("agent", "isolate", {"bay": 1})),
-    ]
-    if signed:
+    def do_cilo(self, t: int, value: bool) -> None:
+        self.publish(CILO, (Boolean(value),), t)
 
-        def keep_trip(t: int) -> None:  # the genuine 6.0 s trip, as an attacker records it
-            trips[6.0] = last_prot[0]
+    def do_sim(self, t: int, value: bool) -> None:
+        self.publish("prot-sim", (Boolean(value), self.quality["good"]), t)
 
-        def inject(make):
-            return lambda t: scn.frames.append((t, make(t)))
+    def do_trip(self, t: int, value: bool, quality: str) -> None:
+        _trip(self.publish, value, self.quality[quality], t)
 
-        actions += [
-            (6.0, "", keep_trip),
-            (17.0, "forged trip: right addresses, next stNum, no MAC", inject(
-                lambda t: _forged(last_prot[0], t, None))),
-            (17.5, "forged trip signed with a guessed key id, wrong secret", inject(
-                lambda t: _forged(last_prot[0], t, MacKey(
-                    DEMO_KEY_ID, ALGORITHMS["hmac-sha256-128"], bytes(32))))),
-            (18.0, "replayed genuine trip (the 6.0 s frame again)", inject(
-                lambda t: trips[6.0])),
-        ]  # fmt: skip
-    emit(hub.start(EPOCH, EPOCH), EPOCH)
-    actions.sort(key=lambda a: a[0])  # stable: same-time actions keep their order
-    for at, text, act in actions:
-        t = EPOCH + int(at * S)
-        _run_until(hub, t, emit)
-        if text:
-            scn.script.append((t, text))
-        if act == "stuck":
-            scn.faults.append((t, "stuck", True))
-        elif isinstance(act, tuple) and act[0] == "mode":
-            scn.modes.append((t, act[1]))
-        elif isinstance(act, tuple):
-            scn.agent.append((t, act[1], act[2]))
-        elif callable(act):  # None: a caption only
-            act(t)
-    _run_until(hub, scn.end_ns, emit)
-    scn.frames.sort(key=lambda f: f[0])
-    return scn
+    def do_mode(self, t: int, mode: str) -> None:
+        self.scn.modes.append((t, mode))
+
+    def do_agent(self, t: int, procedure: str, params: dict) -> None:
+        self.scn.agent.append((t, procedure, params))
+
+    def do_stuck(self, t: int) -> None:
+        self.scn.faults.append((t, "stuck", True))
+
+    def do_record(self, t: int) -> None:
+        self.recorded = self.last_prot[0]
+
+    def do_forge(self, t: int, guessed_key: bool) -> None:
+        key = MacKey(DEMO_KEY_ID, ALGORITHMS["hmac-sha256-128"], bytes(32)) if guessed_key else None
+        self.scn.frames.append((t, _forged(self.last_prot[0], t, key)))
+
+    def do_replay(self, t: int) -> None:
+        self.scn.frames.append((t, self.recorded))
 
 
 def _forged(genuine: bytes, t: int, key: MacKey | None) -> bytes:

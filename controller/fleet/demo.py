@@ -126,88 +126,101 @@ def _until(pred: Callable[[], Any], timeout_s: float, what: str) -> Any:
     raise TimeoutError(f"the demo waited too long for: {what}")
 
 
-def run_demo(bays: int = 3, out: TextIO = sys.stdout, keep: bool = False) -> int:
-    """The demo; 0 when nothing was lost."""
-    root = Path(tempfile.mkdtemp(prefix="goosectl-fleet-demo-"))
+def _session_state(bay: DemoBay, sid: Any) -> dict[str, Any]:
+    """A session's status, asked of the bay's own control socket (not through the fleet)."""
+    status: dict[str, Any] = request(bay.sock, {"op": "status", "session": sid})["status"]
+    return status
 
-    def say(line: str) -> None:
-        print(line, file=out, flush=True)
 
-    procedures = root / "procedures"
-    procedures.mkdir()
-    for name, text in PROCEDURES.items():
-        (procedures / f"{name}.yaml").write_text(text)
-    cluster = NatsCluster(root / "nats")
-    started: list[DemoBay] = []
-    collector: Collector | None = None
-    thread: threading.Thread | None = None
-    try:
-        say(f"== a 3-node NATS cluster (JetStream, MQTT listeners) in {root}")
+class _FleetDemo:
+    """The demo's parts and its narration: each act one method, so `run_demo` is the script."""
+
+    def __init__(self, root: Path, out: TextIO) -> None:
+        self.root = root
+        self.out = out
+        self.procedures = root / "procedures"
+        self.procedures.mkdir()
+        for name, text in PROCEDURES.items():
+            (self.procedures / f"{name}.yaml").write_text(text)
+        self.cluster = NatsCluster(root / "nats")
+        self.bays: list[DemoBay] = []
+        self.collector: Collector | None = None
+        self.thread: threading.Thread | None = None
+        self.urls: list[str] = []
+
+    def say(self, line: str) -> None:
+        print(line, file=self.out, flush=True)
+
+    def start_cluster(self) -> None:
+        self.say(f"== a 3-node NATS cluster (JetStream, MQTT listeners) in {self.root}")
+        cluster = self.cluster
         cluster.start()
         cluster.ready()
-        say("   " + ", ".join(f"{n} mqtt://127.0.0.1:{cluster.mqtt[n]}" for n in cluster.names))
-        db = str(root / "fleet.sqlite")
-        collector = Collector(cluster.url("n3", "n2", "n1").split(","), db)
-        thread = threading.Thread(target=collector.run, name="collector", daemon=True)
-        thread.start()
-        _until(collector.connected.is_set, 60, "the collector's subscription")
-        say(f"== the collector on n3 (persistent session), store {db}")
-        urls = cluster.url().split(",")
+        self.say(
+            "   " + ", ".join(f"{n} mqtt://127.0.0.1:{cluster.mqtt[n]}" for n in cluster.names)
+        )
+
+    def start_collector(self) -> str:
+        """The collector on its own thread, subscribed; the path of the store it writes."""
+        db = str(self.root / "fleet.sqlite")
+        self.collector = Collector(self.cluster.url("n3", "n2", "n1").split(","), db)
+        self.thread = threading.Thread(target=self.collector.run, name="collector", daemon=True)
+        self.thread.start()
+        _until(self.collector.connected.is_set, 60, "the collector's subscription")
+        self.say(f"== the collector on n3 (persistent session), store {db}")
+        self.urls = self.cluster.url().split(",")
+        return db
+
+    def start_bays(self, bays: int) -> None:
+        """N bays, each starting on a different broker of the cluster."""
+        urls = self.urls
         for i in range(bays):
             rotated = ",".join(urls[i % 3 :] + urls[: i % 3])
-            started.append(DemoBay(root, f"bay{i + 1}", rotated, procedures))
+            self.bays.append(DemoBay(self.root, f"bay{i + 1}", rotated, self.procedures))
             first = rotated.split(",")[0]
-            say(f"== bay{i + 1}: simulator, controller, uplink (first broker {first})")
-        store = Store(db)
-        _until(
-            lambda: (
-                sum(r["liveness"] == "online" for r in fleet_rows(store, time.time_ns())) == bays
-            ),
-            60,
-            "every bay online",
+            self.say(f"== bay{i + 1}: simulator, controller, uplink (first broker {first})")
+
+    def ask(self, bay: DemoBay, req: dict[str, Any]) -> dict[str, Any]:
+        """A request to a bay through the fleet (the first broker), as the central operator."""
+        return remote.call(
+            [self.urls[0]],
+            SITE,
+            bay.name,
+            {"identity": "demo@central", "role": "OPERATOR", **req},
         )
-        first_url = [urls[0]]
 
-        def ask(bay: DemoBay, req: dict[str, Any]) -> dict[str, Any]:
-            return remote.call(
-                first_url, SITE, bay.name, {"identity": "demo@central", "role": "OPERATOR", **req}
-            )
+    def operate(self, bay: DemoBay, procedure: str) -> None:
+        """Run a procedure remotely: a VIEWER's confirm refused, the OPERATOR's taken."""
+        sid = self.ask(bay, {"op": "run", "procedure": procedure})["reply"]["session"]
+        st = _until(
+            lambda: (s := _session_state(bay, sid))["state"] == "awaiting_confirmation" and s,
+            20,
+            f"{procedure} waiting for its confirmation",
+        )
+        self.say(f"   {bay.controller}: {procedure} session {sid} waits at step {st['step']}")
+        viewer = self.ask(bay, {"op": "confirm", "role": "VIEWER", "session": sid,
+                                "step": st["step"]})  # fmt: skip
+        self.say(f"   a VIEWER's confirm: refused ({viewer['error']})")
+        ok = self.ask(bay, {"op": "confirm", "session": sid, "step": st["step"]})
+        self.say(f"   the OPERATOR's confirm: {'done' if ok['ok'] else ok['error']}")
+        _until(
+            lambda: _session_state(bay, sid)["state"] in ("completed", "aborted"),
+            20,
+            f"{procedure} done",
+        )
 
-        def operate(bay: DemoBay, procedure: str) -> None:
-            started_ = ask(bay, {"op": "run", "procedure": procedure})
-            sid = started_["reply"]["session"]
-            st = _until(
-                lambda: (
-                    (s := request(bay.sock, {"op": "status", "session": sid})["status"])["state"]
-                    == "awaiting_confirmation"
-                    and s
-                ),
-                20,
-                f"{procedure} waiting for its confirmation",
-            )
-            say(f"   {bay.controller}: {procedure} session {sid} waits at step {st['step']}")
-            viewer = ask(bay, {"op": "confirm", "role": "VIEWER", "session": sid,
-                               "step": st["step"]})  # fmt: skip
-            say(f"   a VIEWER's confirm: refused ({viewer['error']})")
-            ok = ask(bay, {"op": "confirm", "session": sid, "step": st["step"]})
-            say(f"   the OPERATOR's confirm: {'done' if ok['ok'] else ok['error']}")
-            _until(
-                lambda: (
-                    request(bay.sock, {"op": "status", "session": sid})["status"]["state"]
-                    in ("completed", "aborted")
-                ),
-                20,
-                f"{procedure} done",
-            )
+    def operate_bays(self) -> None:
+        self.say("== a close on bay1, remotely, with its confirmation")
+        self.operate(self.bays[0], "remote_close")
+        if len(self.bays) > 1:
+            self.say("== a close and a trip on bay2")
+            self.operate(self.bays[1], "remote_close")
+            self.operate(self.bays[1], "remote_trip")
 
-        say("== a close on bay1, remotely, with its confirmation")
-        operate(started[0], "remote_close")
-        if bays > 1:
-            say("== a close and a trip on bay2")
-            operate(started[1], "remote_close")
-            operate(started[1], "remote_trip")
-        alarm = started[-1]
-        say(f"== an alarm: {alarm.controller}'s device cable pulled (its simulator stopped)")
+    def pull_cable(self, store: Store) -> None:
+        """The last bay's simulator stopped, until its alarm shows in the fleet table."""
+        alarm = self.bays[-1]
+        self.say(f"== an alarm: {alarm.controller}'s device cable pulled (its simulator stopped)")
         alarm.sim.send_signal(signal.SIGTERM)
         alarm.sim.communicate(timeout=20)
         _until(
@@ -218,52 +231,88 @@ def run_demo(bays: int = 3, out: TextIO = sys.stdout, keep: bool = False) -> int
             60,
             "the alarm in the fleet table",
         )
-        say("== the fleet table (goosectl fleet status)")
+
+    def show_table(self, store: Store) -> None:
+        self.say("== the fleet table (goosectl fleet status)")
         for line in table(fleet_rows(store, time.time_ns())):
-            say("   " + line)
-        say("== n1 killed (SIGKILL); the bays keep journaling, their uplinks move on")
-        cluster.kill("n1")
+            self.say("   " + line)
+
+    def kill_broker(self) -> None:
+        """One broker node killed while every bay keeps journaling mode changes."""
+        self.say("== n1 killed (SIGKILL); the bays keep journaling, their uplinks move on")
+        self.cluster.kill("n1")
         for k in range(10):
-            for b in started:
+            for b in self.bays:
                 request(b.sock, {"op": "mode", "mode": "test" if k % 2 == 0 else "on"})
             time.sleep(0.3)
-        say("== the controllers stop; is anything lost?")
-        for b in started:
+
+    def count_lost(self, store: Store) -> int:
+        """The controllers stopped; problems found comparing each journal with the store."""
+        self.say("== the controllers stop; is anything lost?")
+        for b in self.bays:
             b.ctl.send_signal(signal.SIGTERM)
             b.ctl.communicate(timeout=20)
-        lost = 0
-        for b in started:
-            own = b.journal()
+        return sum(self._bay_lost(store, b) for b in self.bays)
 
-            def same(b: DemoBay = b, own: list[tuple[Any, ...]] = own) -> bool:
-                got = store.query(
-                    "SELECT seq, machine, event, source, target FROM fleet_rows "
-                    "WHERE controller = ? ORDER BY seq",
-                    (b.controller,),
-                )
-                return [tuple(r) for r in got] == own
+    def _bay_lost(self, store: Store, b: DemoBay) -> int:
+        """One bay's problems: its gaps once the central rows equal its journal, else 1."""
+        own = b.journal()
 
-            try:
-                _until(same, 60, f"{b.controller}'s rows")
-                gaps = store.gaps(b.controller)
-                say(f"   {b.controller}: journal 1..{own[-1][0]}, central the same rows, "
-                    f"{len(gaps)} gaps")  # fmt: skip
-                lost += len(gaps)
-            except TimeoutError as exc:
-                say(f"   {b.controller}: {exc}")
-                lost += 1
-        store.close()
-        say("== nothing lost" if lost == 0 else f"== {lost} problems")
-        return 0 if lost == 0 else 1
-    finally:
-        say("== stopping everything")
-        for b in started:
+        def same() -> bool:
+            got = store.query(
+                "SELECT seq, machine, event, source, target FROM fleet_rows "
+                "WHERE controller = ? ORDER BY seq",
+                (b.controller,),
+            )
+            return [tuple(r) for r in got] == own
+
+        try:
+            _until(same, 60, f"{b.controller}'s rows")
+        except TimeoutError as exc:
+            self.say(f"   {b.controller}: {exc}")
+            return 1
+        gaps = store.gaps(b.controller)
+        self.say(f"   {b.controller}: journal 1..{own[-1][0]}, central the same rows, "
+                 f"{len(gaps)} gaps")  # fmt: skip
+        return len(gaps)
+
+    def stop(self, keep: bool) -> None:
+        """Everything started stopped, and the folder removed unless kept."""
+        self.say("== stopping everything")
+        for b in self.bays:
             b.stop()
-        if collector is not None and thread is not None:
-            collector.stop.set()
-            thread.join(10)
-        cluster.stop()
+        if self.collector is not None and self.thread is not None:
+            self.collector.stop.set()
+            self.thread.join(10)
+        self.cluster.stop()
         if not keep:
             import shutil
 
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(self.root, ignore_errors=True)
+
+
+def run_demo(bays: int = 3, out: TextIO = sys.stdout, keep: bool = False) -> int:
+    """The demo; 0 when nothing was lost."""
+    demo = _FleetDemo(Path(tempfile.mkdtemp(prefix="goosectl-fleet-demo-")), out)
+    try:
+        demo.start_cluster()
+        db = demo.start_collector()
+        demo.start_bays(bays)
+        store = Store(db)
+        _until(
+            lambda: (
+                sum(r["liveness"] == "online" for r in fleet_rows(store, time.time_ns())) == bays
+            ),
+            60,
+            "every bay online",
+        )
+        demo.operate_bays()
+        demo.pull_cable(store)
+        demo.show_table(store)
+        demo.kill_broker()
+        lost = demo.count_lost(store)
+        store.close()
+        demo.say("== nothing lost" if lost == 0 else f"== {lost} problems")
+        return 0 if lost == 0 else 1
+    finally:
+        demo.stop(keep)

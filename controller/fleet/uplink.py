@@ -70,6 +70,21 @@ class Counters:
         self.refusals[why] = self.refusals.get(why, 0) + 1
 
 
+class _LinkLost(Exception):
+    """The client refused a publish: the session ends, the next broker is tried."""
+
+
+@dataclass
+class _InFlight:
+    """A session's sending position: the last seq sent, the batches not yet acknowledged
+    (mid, their last seq), and whether the checkpoint has moved since it was saved."""
+
+    sent: int
+    saved_at: float
+    pending: deque[tuple[int, int]] = field(default_factory=deque)
+    dirty: bool = False
+
+
 class Uplink:
     def __init__(
         self,
@@ -147,73 +162,13 @@ class Uplink:
         while not self.stop.is_set():
             broker = self.brokers[i % len(self.brokers)]
             i += 1
-            self.cp.bd_seq += 1
-            save_checkpoint(self.cp_path, self.cp)
-            client = make_client(
-                self.client_id,
-                broker,
-                credentials=self.cfg.credentials,
-                ca_file=self.cfg.ca_file,
-                cert_file=self.cfg.cert_file,
-                key_file=self.cfg.key_file,
-                mqtt5=self.cfg.mqtt5,
-            )
-            client.will_set(
-                topics.topic(self.cfg.site, self.cfg.bay, "death"),
-                topics.death(self.cfg.site, self.cfg.bay, self.cp.bd_seq),
-                qos=1,
-                retain=True,
-            )
-            client.on_connect = self._on_connect
-            client.on_disconnect = self._on_disconnect
-            client.on_publish = self._on_publish
-            client.on_message = self._on_message
-            client.max_inflight_messages_set(self.cfg.in_flight + 4)
-            client.max_queued_messages_set(0)
-            self._connected.clear()
-            self._down.clear()
-            self._refusal = None
-            try:
-                client.connect(broker.host, broker.port, keepalive=self.cfg.keepalive_s)
-            except (OSError, ValueError) as exc:
-                self.counters.refuse(f"connect: {type(exc).__name__}")
-                self.counters.last_error = connect_error(broker, exc, self.cfg.ca_file)
-                log.warning("uplink: %s", self.counters.last_error)
-                self.stop.wait(backoff)
-                backoff = min(backoff * 2, 5.0)
-                continue
-            client.loop_start()
-            deadline = time.monotonic() + max(5.0, self.cfg.keepalive_s)
-            while not (self._connected.is_set() or self._down.is_set() or self.stop.is_set()):
-                if time.monotonic() > deadline:
-                    break
-                self._connected.wait(0.05)
-            if not self._connected.is_set():
-                self.counters.refused += 1
-                why = self._refusal or "no CONNACK"
-                self.counters.refuse(f"connect refused: {why}")
-                log.warning("uplink: %s refused the connection: %s", broker, why)
-                client.loop_stop()
-                client.disconnect()
+            client = self._new_client(broker)
+            if not self._connect(client, broker):
                 self.stop.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
             backoff = 0.2
-            self.counters.connects += 1
-            log.info("uplink: connected to %s, bdSeq %d", broker, self.cp.bd_seq)
-            clean = self._session(client)
-            if clean:
-                client.publish(
-                    topics.topic(self.cfg.site, self.cfg.bay, "death"),
-                    topics.death(self.cfg.site, self.cfg.bay, self.cp.bd_seq),
-                    qos=1,
-                    retain=True,
-                ).wait_for_publish(2.0)
-                client.disconnect()
-            else:
-                self.counters.lost_links += 1
-                log.warning("uplink: lost the link to %s; next broker", broker)
-            client.loop_stop()
+            self._connected_to(client, broker)
             if self._publish_refused:
                 # the broker said no (an ACL): nothing acknowledged, nothing skipped; ask
                 # again later rather than in a loop
@@ -225,9 +180,116 @@ class Uplink:
         if self._conn is not None:
             self._conn.close()
 
+    def _new_client(self, broker: Broker) -> paho.Client:
+        """A fresh client for `broker`, under the next bdSeq (persisted first), the death
+        of that bdSeq its Will."""
+        self.cp.bd_seq += 1
+        save_checkpoint(self.cp_path, self.cp)
+        client = make_client(
+            self.client_id,
+            broker,
+            credentials=self.cfg.credentials,
+            ca_file=self.cfg.ca_file,
+            cert_file=self.cfg.cert_file,
+            key_file=self.cfg.key_file,
+            mqtt5=self.cfg.mqtt5,
+        )
+        client.will_set(
+            topics.topic(self.cfg.site, self.cfg.bay, "death"),
+            topics.death(self.cfg.site, self.cfg.bay, self.cp.bd_seq),
+            qos=1,
+            retain=True,
+        )
+        client.on_connect = self._on_connect
+        client.on_disconnect = self._on_disconnect
+        client.on_publish = self._on_publish
+        client.on_message = self._on_message
+        client.max_inflight_messages_set(self.cfg.in_flight + 4)
+        client.max_queued_messages_set(0)
+        return client
+
+    def _connect(self, client: paho.Client, broker: Broker) -> bool:
+        """Connected and CONNACKed; False (counted, logged, the client let go) when the
+        connect failed, was refused or went unanswered."""
+        self._connected.clear()
+        self._down.clear()
+        self._refusal = None
+        try:
+            client.connect(broker.host, broker.port, keepalive=self.cfg.keepalive_s)
+        except (OSError, ValueError) as exc:
+            self.counters.refuse(f"connect: {type(exc).__name__}")
+            self.counters.last_error = connect_error(broker, exc, self.cfg.ca_file)
+            log.warning("uplink: %s", self.counters.last_error)
+            return False
+        client.loop_start()
+        deadline = time.monotonic() + max(5.0, self.cfg.keepalive_s)
+        while not (self._connected.is_set() or self._down.is_set() or self.stop.is_set()):
+            if time.monotonic() > deadline:
+                break
+            self._connected.wait(0.05)
+        if not self._connected.is_set():
+            self.counters.refused += 1
+            why = self._refusal or "no CONNACK"
+            self.counters.refuse(f"connect refused: {why}")
+            log.warning("uplink: %s refused the connection: %s", broker, why)
+            client.loop_stop()
+            client.disconnect()
+            return False
+        return True
+
+    def _connected_to(self, client: paho.Client, broker: Broker) -> None:
+        """One session on a connected client; a clean stop publishes the death itself
+        (a clean disconnect does not fire the Will)."""
+        self.counters.connects += 1
+        log.info("uplink: connected to %s, bdSeq %d", broker, self.cp.bd_seq)
+        clean = self._session(client)
+        if clean:
+            client.publish(
+                topics.topic(self.cfg.site, self.cfg.bay, "death"),
+                topics.death(self.cfg.site, self.cfg.bay, self.cp.bd_seq),
+                qos=1,
+                retain=True,
+            ).wait_for_publish(2.0)
+            client.disconnect()
+        else:
+            self.counters.lost_links += 1
+            log.warning("uplink: lost the link to %s; next broker", broker)
+        client.loop_stop()
+
     def _session(self, client: paho.Client) -> bool:
         """One connection: birth, state, then the journal. True on a clean stop."""
-        cfg, site, bay = self.cfg, self.cfg.site, self.cfg.bay
+        self._announce(client)
+        s = _InFlight(sent=self.cp.acked_seq, saved_at=time.monotonic())
+        try:
+            while not self.stop.is_set():
+                if self._down.is_set():
+                    return False
+                self._take_acks(s)
+                self._serve_commands(client)
+                mono = time.monotonic()
+                if s.dirty and mono - s.saved_at >= 0.2:
+                    save_checkpoint(self.cp_path, self.cp)
+                    s.saved_at, s.dirty = mono, False
+                busy = len(s.pending) < self.cfg.in_flight and self._send_batch(client, s)
+                if mono - self._polled_at >= 1.0 and (
+                    self._poll_status() or mono - self._state_at >= self.cfg.state_every_s
+                ):
+                    self._publish_state(client, self.reader.bounds()[1])
+                if not busy:
+                    self.stop.wait(self.cfg.poll_s)
+        except _LinkLost:
+            return False
+        # a clean stop: what was acknowledged is kept
+        with self._lock:
+            while s.pending and s.pending[0][0] in self._acked:
+                self.cp.acked_seq = s.pending.popleft()[1]
+        save_checkpoint(self.cp_path, self.cp)
+        return True
+
+    def _announce(self, client: paho.Client) -> None:
+        """The birth (retained, with the journal's last seq), a fresh state, and the
+        subscription to commands: before any journal batch."""
+        site, bay = self.cfg.site, self.cfg.bay
         with self._lock:
             self._acked.clear()
         _, hi = self.reader.bounds()
@@ -241,72 +303,58 @@ class Uplink:
         self._poll_status(force=True)
         self._publish_state(client, hi)
         client.subscribe(topics.topic(site, bay, "cmd/req"), qos=1)
-        sent = self.cp.acked_seq
-        pending: deque[tuple[int, int]] = deque()
-        saved_at = time.monotonic()
-        dirty = False
-        while not self.stop.is_set():
-            if self._down.is_set():
-                return False
-            with self._lock:
-                while pending and pending[0][0] in self._acked:
-                    mid, last = pending.popleft()
-                    self._acked.discard(mid)
-                    self.cp.acked_seq = last
-                    dirty = True
-            self._serve_commands(client)
-            mono = time.monotonic()
-            if dirty and mono - saved_at >= 0.2:
-                save_checkpoint(self.cp_path, self.cp)
-                saved_at, dirty = mono, False
-            busy = False
-            if len(pending) < cfg.in_flight:
-                lo, hi = self.reader.bounds()
-                if 0 < hi < sent and not self._replaced:
-                    # a new journal under the old checkpoint: its rows reuse sequence
-                    # numbers the store already has; said once, never resent as theirs
-                    self._replaced = True
-                    self.counters.refuse("journal behind the checkpoint")
-                    log.warning(
-                        "uplink: the journal ends at seq %d, below the %d acknowledged: a new "
-                        "journal for this bay needs a new checkpoint (remove %s)",
-                        hi, sent, self.cp_path,
-                    )  # fmt: skip
-                lost = None
-                if lo > sent + 1:
-                    lost = (sent + 1, lo - 1)
-                rows = [] if self._replaced else self.reader.rows_after(sent, cfg.batch_rows)
-                if self._replaced:
-                    lost = None
-                if rows or lost is not None:
-                    last = rows[-1]["seq"] if rows else lo - 1
-                    info = client.publish(
-                        topics.topic(site, bay, "journal"),
-                        topics.journal_batch(site, bay, sent + 1, last, rows, time.time_ns(), lost),
-                        qos=1,
-                    )
-                    if info.rc != paho.MQTT_ERR_SUCCESS:
-                        return False
-                    if lost is not None:
-                        self.counters.lost_rows += lost[1] - lost[0] + 1
-                        log.warning("uplink: journal rows %d-%d were deleted unsent", *lost)
-                    pending.append((info.mid, last))
-                    sent = last
-                    self.counters.batches += 1
-                    self.counters.rows += len(rows)
-                    busy = len(rows) == cfg.batch_rows
-            if mono - self._polled_at >= 1.0 and (
-                self._poll_status() or mono - self._state_at >= cfg.state_every_s
-            ):
-                self._publish_state(client, self.reader.bounds()[1])
-            if not busy:
-                self.stop.wait(cfg.poll_s)
-        # a clean stop: what was acknowledged is kept
+
+    def _take_acks(self, s: _InFlight) -> None:
+        """The checkpoint moved over the acknowledged prefix of the batches in flight."""
         with self._lock:
-            while pending and pending[0][0] in self._acked:
-                self.cp.acked_seq = pending.popleft()[1]
-        save_checkpoint(self.cp_path, self.cp)
-        return True
+            while s.pending and s.pending[0][0] in self._acked:
+                mid, last = s.pending.popleft()
+                self._acked.discard(mid)
+                self.cp.acked_seq = last
+                s.dirty = True
+
+    def _send_batch(self, client: paho.Client, s: _InFlight) -> bool:
+        """The next journal batch (and any range retention deleted unsent) published;
+        True when it was full, so more may wait. Raises `_LinkLost` if the client refused."""
+        site, bay = self.cfg.site, self.cfg.bay
+        lo, hi = self.reader.bounds()
+        if 0 < hi < s.sent and not self._replaced:
+            self._journal_replaced(hi, s.sent)
+        lost = None
+        if lo > s.sent + 1:
+            lost = (s.sent + 1, lo - 1)
+        rows = [] if self._replaced else self.reader.rows_after(s.sent, self.cfg.batch_rows)
+        if self._replaced:
+            lost = None
+        if not rows and lost is None:
+            return False
+        last = rows[-1]["seq"] if rows else lo - 1
+        info = client.publish(
+            topics.topic(site, bay, "journal"),
+            topics.journal_batch(site, bay, s.sent + 1, last, rows, time.time_ns(), lost),
+            qos=1,
+        )
+        if info.rc != paho.MQTT_ERR_SUCCESS:
+            raise _LinkLost
+        if lost is not None:
+            self.counters.lost_rows += lost[1] - lost[0] + 1
+            log.warning("uplink: journal rows %d-%d were deleted unsent", *lost)
+        s.pending.append((info.mid, last))
+        s.sent = last
+        self.counters.batches += 1
+        self.counters.rows += len(rows)
+        return len(rows) == self.cfg.batch_rows
+
+    def _journal_replaced(self, hi: int, sent: int) -> None:
+        """A new journal under the old checkpoint: its rows reuse sequence numbers the
+        store already has; said once, never resent as theirs."""
+        self._replaced = True
+        self.counters.refuse("journal behind the checkpoint")
+        log.warning(
+            "uplink: the journal ends at seq %d, below the %d acknowledged: a new "
+            "journal for this bay needs a new checkpoint (remove %s)",
+            hi, sent, self.cp_path,
+        )  # fmt: skip
 
     def _serve_commands(self, client: paho.Client) -> None:
         """Every cmd/req that arrived: relayed or refused, answered on cmd/resp/{corr}."""

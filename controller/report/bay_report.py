@@ -7,6 +7,7 @@ Shared by `goosectl demo`, `goosectl replay --device sim` and `goosectl bench`.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 from goosectl.controller.agent.effects import Respond, RunTool
@@ -125,80 +126,122 @@ def _num(n: int | None) -> str:
 def describe(r: Any) -> str | None:
     """One report as a timeline line without its time (None: not a line): the demo's
     timeline prefixes the run's clock, `run` logs it as a record (`timeline` events)."""
-    if isinstance(r, BayStep):
-        moves = [(a, b) for a, _, b in r.transitions if a != b]
-        if not moves:
-            return None
-        return f"bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
-    if isinstance(r, DeviceCommand):
-        return f"device   {r.command.upper()} sent ({r.reason})"
-    if isinstance(r, CommandWithheld):
-        return f"device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}"
-    if isinstance(r, InputChanged):
-        state = "valid" if r.valid else f"invalid ({r.reason})"
-        return f"input    {r.input}: {state} -> {r.consequence}"
-    if isinstance(r, LgosView):
-        if r.st:
-            state = "valid" + (", simulated stream (SimSt)" if r.sim_st else "")
-        else:
-            state = f"NOT valid: {r.err} ({ERR_TEXT.get(r.err, r.err)})"
-        return f"lgos     {r.label}: {state}"
-    if isinstance(r, ModeChanged):
-        sim = "simulation on" if r.simulation else "simulation off"
-        return f"mode     {r.mode}, {sim} ({r.origin or 'operator'})"
-    if isinstance(r, PublishTopic):
-        return f"goose    published {r.topic}"
-    if isinstance(r, Alarm):
-        return f"ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
-            f": {r.detail}" if r.detail else ""
-        )
-    if isinstance(r, Notify) and r.topic == "confirm":
+    for kind, line in _DESCRIBE:
+        if isinstance(r, kind):
+            return line(r)
+    return None
+
+
+def _bay_step(r: BayStep) -> str | None:
+    moves = [(a, b) for a, _, b in r.transitions if a != b]
+    if not moves:
+        return None
+    return f"bay      {r.event}: " + ", ".join(f"{a} -> {b}" for a, b in moves)
+
+
+def _input_changed(r: InputChanged) -> str:
+    state = "valid" if r.valid else f"invalid ({r.reason})"
+    return f"input    {r.input}: {state} -> {r.consequence}"
+
+
+def _lgos(r: LgosView) -> str:
+    if r.st:
+        state = "valid" + (", simulated stream (SimSt)" if r.sim_st else "")
+    else:
+        state = f"NOT valid: {r.err} ({ERR_TEXT.get(r.err, r.err)})"
+    return f"lgos     {r.label}: {state}"
+
+
+def _mode(r: ModeChanged) -> str:
+    sim = "simulation on" if r.simulation else "simulation off"
+    return f"mode     {r.mode}, {sim} ({r.origin or 'operator'})"
+
+
+def _alarm(r: Alarm) -> str:
+    return f"ALARM    {r.name} {'raised' if r.active else 'cleared'}" + (
+        f": {r.detail}" if r.detail else ""
+    )
+
+
+def _notify(r: Notify) -> str:
+    if r.topic == "confirm":
         d = r.data
         return (
             f"agent    {d['session']} asks to confirm {d['step']} "
             f"({d['tool']} {d['args']}): confirmed"
         )
-    if isinstance(r, Notify):
-        data = r.data
-        if isinstance(data, (tuple, list)):  # reasons, e.g. close_refused
-            data = "; ".join(str(x) for x in data)
-        return f"notice   {r.topic}" + (f": {data}" if data not in (None, "") else "")
-    if isinstance(r, RunTool):
-        again = f", attempt {r.attempt}" if r.attempt > 1 else ""
-        return f"agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
-    if isinstance(r, Respond):
-        return f"agent    {r.session} ended {r.outcome}: {r.text}"
-    if isinstance(r, StreamState):
-        side = "" if r.side == "-" else f" side {r.side}"
-        return f"goose    {r.stream.split('@')[0]}{side} {r.state}"
-    if isinstance(r, PublisherSides):
-        return f"goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})"
-    if isinstance(r, FrameClassified):
-        if r.refused is not None:
-            return (
-                f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
-                f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
-            )
-        flags = f" [{', '.join(r.flags)}]" if r.flags else ""
-        if r.cls in REPLAY_CLASSES:  # never delivered: the receive rules refused it
-            return (
-                f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
-                f"{r.cls}{flags} ({REPLAY_CLASSES[r.cls]})"
-            )
-        return f"frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
-    if isinstance(r, RxDrops):
+    data = r.data
+    if isinstance(data, (tuple, list)):  # reasons, e.g. close_refused
+        data = "; ".join(str(x) for x in data)
+    return f"notice   {r.topic}" + (f": {data}" if data not in (None, "") else "")
+
+
+def _run_tool(r: RunTool) -> str:
+    again = f", attempt {r.attempt}" if r.attempt > 1 else ""
+    return f"agent    {r.session} runs {r.step} ({r.tool} {r.args}{again})"
+
+
+def _stream_state(r: StreamState) -> str:
+    side = "" if r.side == "-" else f" side {r.side}"
+    return f"goose    {r.stream.split('@')[0]}{side} {r.state}"
+
+
+def _frame(r: FrameClassified) -> str:
+    if r.refused is not None:
         return (
-            f"network  {r.side} ({r.iface}): the kernel dropped {r.new} frame(s), "
-            f"{r.drops} since start"
+            f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
+            f"{r.cls}: {r.refused} ({_refusal_text(r.refused)})"
         )
-    if isinstance(r, LinkEvent):
-        if r.kind in ("position_changed",):
-            return f"device   position {r.get('position')} ({r.get('cause')})"
-        if r.kind in ("operation_failed", "cmd_failed", "device_reset", "link_state"):
-            what = r.get("state") or r.reason or ""
-            return "device   " + " ".join(x for x in (r.kind, r.command, what) if x)
-        return None
+    flags = f" [{', '.join(r.flags)}]" if r.flags else ""
+    if r.cls in REPLAY_CLASSES:  # never delivered: the receive rules refused it
+        return (
+            f"refused  {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} "
+            f"{r.cls}{flags} ({REPLAY_CLASSES[r.cls]})"
+        )
+    return f"frame    {r.stream.split('@')[0]} st={r.st_num} sq={r.sq_num} {r.cls}{flags}"
+
+
+def _rx_drops(r: RxDrops) -> str:
+    return (
+        f"network  {r.side} ({r.iface}): the kernel dropped {r.new} frame(s), {r.drops} since start"
+    )
+
+
+def _link_event(r: LinkEvent) -> str | None:
+    if r.kind in ("position_changed",):
+        return f"device   position {r.get('position')} ({r.get('cause')})"
+    if r.kind in ("operation_failed", "cmd_failed", "device_reset", "link_state"):
+        what = r.get("state") or r.reason or ""
+        return "device   " + " ".join(x for x in (r.kind, r.command, what) if x)
     return None
+
+
+#: report type -> its line, in the order a report is matched (the first it is an
+#: instance of); a report of no type here is not a line
+_DESCRIBE: tuple[tuple[type, Callable[[Any], str | None]], ...] = (
+    (BayStep, _bay_step),
+    (DeviceCommand, lambda r: f"device   {r.command.upper()} sent ({r.reason})"),
+    (
+        CommandWithheld,
+        lambda r: f"device   {r.command.upper()} withheld ({r.reason}): mode {r.mode}",
+    ),
+    (InputChanged, _input_changed),
+    (LgosView, _lgos),
+    (ModeChanged, _mode),
+    (PublishTopic, lambda r: f"goose    published {r.topic}"),
+    (Alarm, _alarm),
+    (Notify, _notify),
+    (RunTool, _run_tool),
+    (Respond, lambda r: f"agent    {r.session} ended {r.outcome}: {r.text}"),
+    (StreamState, _stream_state),
+    (
+        PublisherSides,
+        lambda r: f"goose    publisher {r.gocb_ref} on {','.join(r.active)} ({r.reason})",
+    ),
+    (FrameClassified, _frame),
+    (RxDrops, _rx_drops),
+    (LinkEvent, _link_event),
+)
 
 
 class Timeline:

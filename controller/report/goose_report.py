@@ -132,69 +132,75 @@ class Reporter:
         if now_ns is None and any(type(e) in _EVENTS for e in effects):
             now_ns = self._now()
         for e in effects:
-            if type(e) is StreamState:
-                stream = self.hub.bank.by_id.get(e.stream)
-                gocb, appid = (stream.gocb_ref, stream.appid) if stream else (None, None)
-                if not self._wanted(appid, gocb):
-                    continue
+            event = _EVENT_LINES.get(type(e))
+            if event is not None:
                 assert now_ns is not None  # set above for every event
-                obj: dict[str, Any] = {
-                    "event": "stream",
-                    "gocbRef": gocb,
-                    "appid": appid,
-                    "side": e.side,
-                    "state": e.state,
-                }
-                self._stamp(obj, now_ns)
-                if e.state == "lost":
-                    self.anomalies.add(e.stream, "lost", self.frame_no, now_ns)
-                self._emit(
-                    obj,
-                    lambda o=obj: (
-                        f"{self._prefix(o)}stream {o['gocbRef']} appid "
-                        f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
-                    ),
-                )
-            elif type(e) is LgosView:
-                if not self._wanted(e.appid, e.gocb_ref):
-                    continue
-                assert now_ns is not None
-                obj = self._stamp({"event": "lgos", **e.as_json()}, now_ns)
-                self._emit(obj, lambda v=e, o=obj: lgos_text(v, self._prefix(o)))
-            elif type(e) is Alarm:
-                assert now_ns is not None
-                obj = self._stamp(
-                    {"event": "alarm", "name": e.name, "active": e.active, "detail": e.detail},
-                    now_ns,
-                )
-                self._emit(
-                    obj,
-                    lambda o=obj: (
-                        f"!! {o['utc']} #{o['frame_no']} alarm {o['name']} "
-                        f"{'raised' if o['active'] else 'cleared'}"
-                        + (f": {o['detail']}" if o["detail"] else "")
-                    ),
-                )
-            elif type(e) is Notify and e.topic == "error":
-                assert now_ns is not None
-                obj = self._stamp({"event": "error", "detail": e.data}, now_ns)
-                self._emit(obj, lambda o=obj: f"!! {o['utc']} #{o['frame_no']} {o['detail']}")
-            elif type(e) is PublisherSides:
-                assert now_ns is not None
-                obj = {
-                    "event": "publisher",
-                    "gocbRef": e.gocb_ref,
-                    "active": list(e.active),
-                    "reason": e.reason,
-                }
-                self._stamp(obj, now_ns)
-                self._emit(
-                    obj,
-                    lambda o=obj: (
-                        f"{self._prefix(o)}publisher {o['gocbRef']}: active "
-                        f"{','.join(o['active'])} ({o['reason']})"
-                    ),
-                )
+                event(self, e, now_ns)
+
+    def _stream_event(self, e: StreamState, now_ns: int) -> None:
+        stream = self.hub.bank.by_id.get(e.stream)
+        gocb, appid = (stream.gocb_ref, stream.appid) if stream else (None, None)
+        if not self._wanted(appid, gocb):
+            return
+        obj: dict[str, Any] = {
+            "event": "stream",
+            "gocbRef": gocb,
+            "appid": appid,
+            "side": e.side,
+            "state": e.state,
+        }
+        self._stamp(obj, now_ns)
+        if e.state == "lost":
+            self.anomalies.add(e.stream, "lost", self.frame_no, now_ns)
+        self._emit(
+            obj,
+            lambda o=obj: (
+                f"{self._prefix(o)}stream {o['gocbRef']} appid "
+                f"0x{o['appid']:04x} side {o['side']}: {o['state']}"
+            ),
+        )
+
+    def _lgos_event(self, e: LgosView, now_ns: int) -> None:
+        if not self._wanted(e.appid, e.gocb_ref):
+            return
+        obj = self._stamp({"event": "lgos", **e.as_json()}, now_ns)
+        self._emit(obj, lambda v=e, o=obj: lgos_text(v, self._prefix(o)))
+
+    def _alarm_event(self, e: Alarm, now_ns: int) -> None:
+        obj = self._stamp(
+            {"event": "alarm", "name": e.name, "active": e.active, "detail": e.detail},
+            now_ns,
+        )
+        self._emit(
+            obj,
+            lambda o=obj: (
+                f"!! {o['utc']} #{o['frame_no']} alarm {o['name']} "
+                f"{'raised' if o['active'] else 'cleared'}"
+                + (f": {o['detail']}" if o["detail"] else "")
+            ),
+        )
+
+    def _error_event(self, e: Notify, now_ns: int) -> None:
+        if e.topic != "error":
+            return
+        obj = self._stamp({"event": "error", "detail": e.data}, now_ns)
+        self._emit(obj, lambda o=obj: f"!! {o['utc']} #{o['frame_no']} {o['detail']}")
+
+    def _publisher_event(self, e: PublisherSides, now_ns: int) -> None:
+        obj = {
+            "event": "publisher",
+            "gocbRef": e.gocb_ref,
+            "active": list(e.active),
+            "reason": e.reason,
+        }
+        self._stamp(obj, now_ns)
+        self._emit(
+            obj,
+            lambda o=obj: (
+                f"{self._prefix(o)}publisher {o['gocbRef']}: active "
+                f"{','.join(o['active'])} ({o['reason']})"
+            ),
+        )
 
     def _frame_text(self, obj: dict, time_s: float) -> str:
         if self.t0 is None:
@@ -277,6 +283,14 @@ class Reporter:
 
 #: the effects printed as event lines (each with its time and frame number)
 _EVENTS = frozenset({StreamState, LgosView, Notify, PublisherSides, Alarm})
+#: an event's type -> the method that reports it (a Notify only when it is an error)
+_EVENT_LINES: dict[type, Callable[[Reporter, Any, int], None]] = {
+    StreamState: Reporter._stream_event,
+    LgosView: Reporter._lgos_event,
+    Alarm: Reporter._alarm_event,
+    Notify: Reporter._error_event,
+    PublisherSides: Reporter._publisher_event,
+}
 
 
 def lgos_text(v: LgosView, prefix: str = "-- ") -> str:

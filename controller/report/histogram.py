@@ -36,60 +36,21 @@ def render_svg(series: dict[str, list[int]], title: str, limit_us: float = 4000.
     title = escape(title)
     series = {escape(k): v for k, v in series.items()}
     data = {k: [max(v, 1) / 1000.0 for v in vs] for k, vs in series.items() if vs}
-    lo = min(min(v) for v in data.values())
-    hi = max(max(v) for v in data.values())
-    lo_e, hi_e = math.floor(math.log10(lo)), math.ceil(math.log10(max(hi, lo * 10)))
-    nbins = 60
-    edges = [10 ** (lo_e + (hi_e - lo_e) * i / nbins) for i in range(nbins + 1)]
-    plot_w, plot_h = W - LEFT - 20, H - BOTTOM - TOP
-
-    def x_of(us: float) -> float:
-        return LEFT + plot_w * (math.log10(us) - lo_e) / (hi_e - lo_e)
-
-    counts: dict[str, list[float]] = {}
-    for k, vs in data.items():
-        c = [0] * nbins
-        for v in vs:
-            i = min(nbins - 1, max(0, int(nbins * (math.log10(v) - lo_e) / (hi_e - lo_e))))
-            c[i] += 1
-        counts[k] = [n / len(vs) for n in c]
+    scale = _Scale(min(min(v) for v in data.values()), max(max(v) for v in data.values()))
+    counts = {k: scale.shares(vs) for k, vs in data.items()}
     top = max(max(c) for c in counts.values()) or 1.0
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" '
         f'font-family="sans-serif" font-size="12">',
         f'<rect width="{W}" height="{H}" fill="white"/>',
         f'<text x="{W / 2}" y="18" text-anchor="middle" font-size="15">{title}</text>',
+        *scale.decades(),
     ]
-    for e in range(lo_e, hi_e + 1):
-        x = x_of(10**e)
-        out.append(f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" stroke="#ddd"/>')
-        label = f"{10**e:g} us" if 10**e < 1000 else f"{10**e / 1000:g} ms"
-        out.append(f'<text x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{label}</text>')
-    bar_w = plot_w / nbins / max(1, len(counts))
+    bar_w = scale.plot_w / NBINS / max(1, len(counts))
     for si, (k, fracs) in enumerate(counts.items()):
-        color = COLORS[si % len(COLORS)]
-        for i, frac in enumerate(fracs):
-            if frac <= 0:
-                continue
-            x = x_of(edges[i]) + si * bar_w
-            h = plot_h * frac / top
-            out.append(
-                f'<rect x="{x:.1f}" y="{H - BOTTOM - h:.1f}" width="{bar_w:.1f}" '
-                f'height="{h:.1f}" fill="{color}" fill-opacity="0.8"/>'
-            )
-        for q, dash in ((0.5, "4,2"), (0.99, "1,2")):
-            x = x_of(_pct(data[k], q))
-            out.append(
-                f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" '
-                f'stroke="{color}" stroke-dasharray="{dash}"/>'
-            )
-        p50, p99 = _pct(data[k], 0.5), _pct(data[k], 0.99)
-        out.append(
-            f'<text x="{LEFT + 10}" y="{TOP + 16 + 16 * si}" fill="{color}">{k}: '
-            f"n={len(data[k])} p50={p50:.1f} us p99={p99:.1f} us</text>"
-        )
-    if 10**lo_e <= limit_us <= 10**hi_e:
-        x = x_of(limit_us)
+        out += _series(scale, si, k, fracs, data[k], top, bar_w)
+    if 10**scale.lo_e <= limit_us <= 10**scale.hi_e:
+        x = scale.x_of(limit_us)
         out.append(
             f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" '
             f'stroke="red" stroke-width="2"/>'
@@ -103,3 +64,80 @@ def render_svg(series: dict[str, list[int]], title: str, limit_us: float = 4000.
     )
     out.append("</svg>")
     return "\n".join(out) + "\n"
+
+
+#: bins across the decades the samples span
+NBINS = 60
+
+
+class _Scale:
+    """The log-scaled x axis: whole decades from below the fastest sample to above the
+    slowest (at least one), cut into NBINS bins."""
+
+    def __init__(self, lo: float, hi: float) -> None:
+        self.lo_e = math.floor(math.log10(lo))
+        self.hi_e = math.ceil(math.log10(max(hi, lo * 10)))
+        span = self.hi_e - self.lo_e
+        self.edges = [10 ** (self.lo_e + span * i / NBINS) for i in range(NBINS + 1)]
+        self.plot_w, self.plot_h = W - LEFT - 20, H - BOTTOM - TOP
+
+    def x_of(self, us: float) -> float:
+        return LEFT + self.plot_w * (math.log10(us) - self.lo_e) / (self.hi_e - self.lo_e)
+
+    def shares(self, vs: list[float]) -> list[float]:
+        """The share of the samples `vs` (us) in each bin."""
+        c = [0] * NBINS
+        for v in vs:
+            i = int(NBINS * (math.log10(v) - self.lo_e) / (self.hi_e - self.lo_e))
+            c[min(NBINS - 1, max(0, i))] += 1
+        return [n / len(vs) for n in c]
+
+    def decades(self) -> list[str]:
+        """A grid line and a label at every decade."""
+        out = []
+        for e in range(self.lo_e, self.hi_e + 1):
+            x = self.x_of(10**e)
+            out.append(
+                f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" stroke="#ddd"/>'
+            )
+            label = f"{10**e:g} us" if 10**e < 1000 else f"{10**e / 1000:g} ms"
+            out.append(
+                f'<text x="{x:.1f}" y="{H - BOTTOM + 16}" text-anchor="middle">{label}</text>'
+            )
+        return out
+
+
+def _series(
+    scale: _Scale,
+    si: int,
+    label: str,
+    fracs: list[float],
+    samples: list[float],
+    top: float,
+    bar_w: float,
+) -> list[str]:
+    """Series `si`: its bars (`top`: the share a full-height bar stands for), its p50
+    and p99 lines, and its legend line."""
+    color = COLORS[si % len(COLORS)]
+    out = []
+    for i, frac in enumerate(fracs):
+        if frac <= 0:
+            continue
+        x = scale.x_of(scale.edges[i]) + si * bar_w
+        h = scale.plot_h * frac / top
+        out.append(
+            f'<rect x="{x:.1f}" y="{H - BOTTOM - h:.1f}" width="{bar_w:.1f}" '
+            f'height="{h:.1f}" fill="{color}" fill-opacity="0.8"/>'
+        )
+    for q, dash in ((0.5, "4,2"), (0.99, "1,2")):
+        x = scale.x_of(_pct(samples, q))
+        out.append(
+            f'<line x1="{x:.1f}" y1="{TOP}" x2="{x:.1f}" y2="{H - BOTTOM}" '
+            f'stroke="{color}" stroke-dasharray="{dash}"/>'
+        )
+    p50, p99 = _pct(samples, 0.5), _pct(samples, 0.99)
+    out.append(
+        f'<text x="{LEFT + 10}" y="{TOP + 16 + 16 * si}" fill="{color}">{label}: '
+        f"n={len(samples)} p50={p50:.1f} us p99={p99:.1f} us</text>"
+    )
+    return out

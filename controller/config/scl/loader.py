@@ -310,6 +310,23 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
     """The controller config of one IED as plain data, and notes on what it leaves out."""
     view = pick_ied(scl, ied)
     notes: list[str] = []
+    subs, names = _subscriptions(view, notes)
+    pubs, publications = _publishers(view, notes)
+    inputs = _inputs(view, names, notes)
+    data = {
+        "goose": {"subscriptions": subs, "publishers": pubs},
+        "inputs": inputs,
+        "publications": publications,
+        "member_names": names,
+    }
+    return data, notes
+
+
+def _subscriptions(
+    view: IedView, notes: list[str]
+) -> tuple[list[dict[str, Any]], dict[str, list[str]]]:
+    """The IED's usable subscriptions, and the member names of each stream by gocbRef;
+    what is left out or unchecked goes to `notes`."""
     subs, names = [], {}
     for g in view.subscribed_gocbs():
         why = _unusable(g)
@@ -321,6 +338,14 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
             names[g.gocb_ref] = [m.ref for m in g.members]
         if g.shape is None:
             notes.append(f"{g.gocb_ref}: member types unknown (see the findings); not checked")
+    return subs, names
+
+
+def _publishers(
+    view: IedView, notes: list[str]
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The IED's publishable GoCBs, and the publication mapping of those whose members
+    all have a known meaning; what is left out goes to `notes`."""
     pubs, publications = [], []
     for g in view.gocbs:
         why = _unusable(g) or (
@@ -345,6 +370,12 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
             notes.append(
                 f"{g.gocb_ref}: no publication mapping (members {refs}); add one in an overlay"
             )
+    return pubs, publications
+
+
+def _inputs(view: IedView, names: dict[str, list[str]], notes: list[str]) -> list[dict[str, Any]]:
+    """The inputs bound to a member of a subscribed stream; the bindings without one and
+    the unbound inputs go to `notes`."""
     inputs = []
     for b in view.bindings:
         mapped = parse_input(b.ext_ref.int_addr) or parse_input(b.ext_ref.desc)
@@ -359,13 +390,7 @@ def config_data(scl: Scl, ied: str | None) -> tuple[dict[str, Any], list[str]]:
         what = f"later binding, {e.restriction}" if e.restriction else "unbound"
         label = e.int_addr or e.desc or "(no intAddr)"
         notes.append(f"input {label} at {ln.name} ({what}): bind it in the SCL")
-    data = {
-        "goose": {"subscriptions": subs, "publishers": pubs},
-        "inputs": inputs,
-        "publications": publications,
-        "member_names": names,
-    }
-    return data, notes
+    return inputs
 
 
 # -- loading ---------------------------------------------------------------------------

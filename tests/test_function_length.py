@@ -1,0 +1,104 @@
+"""No product function of 60 lines or more: a function a reader can hold on one screen.
+
+A long function does several jobs under one name, and the next maintainer has to read all
+of it to change one. The product is the four folders installed under the one import name;
+tests and benchmarks are not walked. A function's length is its `def` line to its last line
+(decorators aside, nested functions counted in their parent and on their own).
+
+`ALLOWED` names the functions still being split on other branches when this test was
+written, each by file and qualified name (a line number moves with every edit); an entry
+that no longer needs the exemption fails the test too, so the list only shrinks.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PRODUCT = ("controller", "protocols", "firmware_sim", "lab")
+#: a function this long or longer fails the test
+LIMIT = 60
+
+#: file and qualified name -> still >= LIMIT lines, split on another branch
+ALLOWED: frozenset[str] = frozenset(
+    {
+        "controller/agent/procedure.py:compile_procedure",
+        "controller/agent/service.py:AgentService.request",
+        "controller/engine/layers.py:phase_spec",
+        "controller/engine/machine.py:Machine.dispatch",
+        "controller/engine/validate.py:_check_names",
+        "controller/goose/stream_actions.py:accept",
+        "controller/goose/subscriber.py:SubscriberBank.on_frame",
+        "controller/logic/core.py:BayController.__init__",
+        "controller/logic/reflex.py:arm",
+        "controller/shell/goose_live.py:LiveGoose.__init__",
+        "controller/shell/goose_live.py:LiveGoose.run",
+        "protocols/ethernet/bpf.py:stream_filter",
+        "protocols/ethernet/pcap.py:_read_pcapng",
+        "protocols/goose/header.py:parse_fields",
+        "protocols/goose/security.py:_parse_at",
+        "protocols/rgoose/spdu.py:decode",
+        "protocols/rgoose/spdu.py:encode",
+        "protocols/serial/messages.py:decode_payload",
+    }
+)
+
+
+def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, int, int]]:
+    """(qualified name, first line, length) of every function under `tree`, nested too."""
+    found: list[tuple[str, int, int]] = []
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            name = prefix + node.name
+            end = node.end_lineno or node.lineno
+            found.append((name, node.lineno, end - node.lineno + 1))
+            found += _functions(node, name + ".")
+        elif isinstance(node, ast.ClassDef):
+            found += _functions(node, prefix + node.name + ".")
+        else:
+            found += _functions(node, prefix)
+    return found
+
+
+def long_functions(root: Path = ROOT) -> dict[str, str]:
+    """`file:qualname` -> `file:line` and length, for every product function of LIMIT+ lines."""
+    long: dict[str, str] = {}
+    for package in PRODUCT:
+        for path in sorted((root / package).rglob("*.py")):
+            rel = path.relative_to(root).as_posix()
+            tree = ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+            for name, line, length in _functions(tree):
+                if length >= LIMIT:
+                    long[f"{rel}:{name}"] = f"{rel}:{line} {name}: {length} lines"
+    return long
+
+
+def test_no_product_function_is_60_lines_or_more() -> None:
+    found = long_functions()
+    over = sorted(where for key, where in found.items() if key not in ALLOWED)
+    assert not over, f"functions of {LIMIT} lines or more (split them):\n" + "\n".join(over)
+
+
+def test_the_allowlist_names_only_functions_still_too_long() -> None:
+    stale = sorted(ALLOWED - long_functions().keys())
+    assert not stale, "no longer too long (or gone), drop from ALLOWED:\n" + "\n".join(stale)
+
+
+@pytest.mark.parametrize("lines", [LIMIT - 1, LIMIT])
+def test_a_long_function_is_reported_with_file_line_and_length(lines: int, tmp_path: Path) -> None:
+    (tmp_path / "lab").mkdir()
+    body = "".join(f"    x{i} = {i}\n" for i in range(lines - 1))
+    (tmp_path / "lab" / "m.py").write_text("class C:\n    def f(self):\n" + _indent(body))
+    found = long_functions(tmp_path)
+    if lines < LIMIT:
+        assert found == {}
+    else:
+        assert found == {"lab/m.py:C.f": f"lab/m.py:2 C.f: {LIMIT} lines"}
+
+
+def _indent(body: str) -> str:
+    """The method body one level deeper than a function's."""
+    return "".join("    " + line + "\n" for line in body.splitlines())
