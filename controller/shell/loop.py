@@ -101,25 +101,6 @@ class Loop:
         if self.sources.pop(fd, None) is not None:
             self.sel.unregister(fd)
 
-    def next_deadline(self) -> int | None:
-        """The earliest timer's deadline."""
-        due = [d for d in (t.deadline() for t in self.timers) if d is not None]
-        return min(due) if due else None
-
-    def timeout_s(self, wake: int, now: int) -> float:
-        """How long select may sleep: to 1 ms before `wake`, then not at all."""
-        slack = wake - now
-        timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
-        cap = self.wait_cap()
-        return cap if cap is not None and timeout > cap else timeout
-
-    def wait(self, timeout: float) -> list[Source]:
-        """The ready sources, in the fixed order (by kind, then as the kernel reported)."""
-        ready = [key.data for key, _ in self.sel.select(timeout)]
-        if len(ready) > 1:
-            ready.sort(key=_rank)
-        return ready
-
     def collect_if_idle(self, first_due: int | None, clock: Callable[[], int]) -> None:
         """--realtime, a round where nothing was ready and no timer is due soon: a young
         collection (tens of us) now and then, a full one every IDLE_GC_FULL young ones."""
@@ -129,29 +110,42 @@ class Loop:
             gc.collect(2 if self.gc_rounds % IDLE_GC_FULL == 0 else 0)
             self._next_gc = t + IDLE_GC_EVERY_NS
 
-    def run_round(self, now: int, until_ns: int | None, clock: Callable[[], int]) -> None:
-        """One round: wait, the ready sources in order, the timers, the idle work."""
-        deadline = self.next_deadline()
-        wake = min(x for x in (deadline, until_ns, now + 3_600_000_000_000) if x is not None)
-        ready = self.wait(self.timeout_s(wake, now))
-        if self.idle_gc and not ready:
-            self.collect_if_idle(self.timers[0].deadline() if self.timers else None, clock)
-        for source in ready:
-            source.on_ready()
-        now = clock()
-        for timer in self.timers:
-            timer.fire(now)
-        for work in self.idle:
-            work(now)
-
     def run(self, until_ns: int | None = None) -> None:
-        """Rounds until `stop` or the monotonic clock reaches `until_ns`."""
+        """Rounds until `stop` or the monotonic clock reaches `until_ns`. A round: wait to
+        the earliest deadline (asleep to 1 ms before it, then polling: epoll rounds up to
+        whole milliseconds), the ready sources in order, the timers, the idle work. Written
+        out in one function, locals hoisted: a round is paid before every frame."""
         clock = time.monotonic_ns
+        select, timers, idle = self.sel.select, self.timers, self.idle
+        never = (1 << 63) - 1 if until_ns is None else until_ns
         while not self.stopped:
             now = clock()
-            if until_ns is not None and now >= until_ns:
+            if now >= never:
                 break
-            self.run_round(now, until_ns, clock)
+            wake = never
+            for timer in timers:
+                d = timer.deadline()
+                if d is not None and d < wake:
+                    wake = d
+            slack = wake - now
+            timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
+            if timeout > 0.0:
+                cap = self.wait_cap()
+                if cap is not None and timeout > cap:
+                    timeout = cap
+            ready = select(timeout)
+            if not ready:
+                if self.idle_gc:
+                    self.collect_if_idle(timers[0].deadline() if timers else None, clock)
+            elif len(ready) > 1:
+                ready.sort(key=_rank)
+            for key, _ in ready:
+                key.data.on_ready()
+            now = clock()
+            for timer in timers:
+                timer.fire(now)
+            for work in idle:
+                work(now)
 
     def stop(self) -> None:
         self.stopped = True
@@ -160,5 +154,6 @@ class Loop:
         self.sel.close()
 
 
-def _rank(source: Source) -> int:
-    return source.rank
+def _rank(ready: tuple[selectors.SelectorKey, int]) -> int:
+    rank: int = ready[0].data.rank
+    return rank
