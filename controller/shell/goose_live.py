@@ -136,7 +136,7 @@ class LiveGoose:
         self.loop = Loop(wait_cap=self._wait_cap)
         for side, sock in self.socks.items():
             self.loop.add(Source(f"goose {side}", "goose", sock.fileno(), self._reader(side)))
-        self.loop.timers += [_FrameTimers(self), _LinkPoll(self)]
+        self.loop.timers.append(_FrameTimers(self))
         self.loop.idle.append(self._flush_journal)
         self._tell_hub_the_host()
         self._init_counters()
@@ -508,7 +508,7 @@ class LiveGoose:
 
     def fire_frame_timers(self, now: int) -> None:
         """The round's timers: refused frames retried, the hub's due timers advanced, the
-        round hooks, then what the timers emitted sent."""
+        round hooks, then what the timers emitted sent; the link poll when it is due."""
         if self._held:
             self._report(self.retry_held(now))
         out = self.hub.advance(now)
@@ -517,12 +517,12 @@ class LiveGoose:
         if out:
             out += self.execute(out, now)
             self._report(out)
+        if now >= self.next_poll:
+            self.poll_links(now)
 
     def poll_links(self, now: int) -> None:
         """Every LINK_POLL_NS: the kernel's drop counters, the host clock's quality, and
         whether a side marked down has its carrier back."""
-        if now < self.next_poll:
-            return
         self.next_poll = now + LINK_POLL_NS
         self._report(self.poll_drops())
         quality = host_time_quality()
@@ -579,26 +579,20 @@ class LiveGoose:
 
 
 class _FrameTimers:
-    """The GOOSE timers as a loop `Timer`: the hub's deadlines (retransmissions, TAL)."""
+    """The GOOSE timers as a loop `Timer`: the hub's deadlines (retransmissions, TAL) and
+    the link poll (`LiveGoose.poll_links`), one timer so a round pays one call for both."""
 
     name = "goose timers"
 
     def __init__(self, live: LiveGoose) -> None:
-        self.deadline = live.hub.next_deadline
+        self.live = live
+        self.hub_deadline = live.hub.next_deadline
         self.fire = live.fire_frame_timers
 
-
-class _LinkPoll:
-    """The link poll as a loop `Timer` (`LiveGoose.poll_links`)."""
-
-    name = "link poll"
-
-    def __init__(self, live: LiveGoose) -> None:
-        self.live = live
-        self.fire = live.poll_links
-
     def deadline(self) -> int:
-        return self.live.next_poll
+        due = self.hub_deadline()
+        poll: int = self.live.next_poll
+        return poll if due is None or poll < due else due
 
 
 def require_raw_sockets() -> str | None:
