@@ -153,8 +153,7 @@ class Machine:
         if rows is None:
             return self._unhandled(state, event, "no transition for this event", step)
         ev = _event(Event, (event, payload, now_ns))
-        ctx = self._ctx
-        view = self._view
+        ctx, view = self._ctx, self._view
         queue: list[Raise] | None = None
         chain = 0
         while True:
@@ -167,21 +166,14 @@ class Machine:
             if row is None:
                 if chain == 0:
                     return self._unhandled(state, ev.name, "every guard refused it", step)
-                if self.table.ignore_unhandled:
-                    step.ignored += 1
-                    self.ignored[ev.name] += 1
-                else:
-                    raise RejectedEvent(self.id, state, ev.name, "raised event refused")
+                self._ignore(state, ev.name, step, "raised event refused")
             else:
                 if row.router is not None:
                     outcome = row.router(view, ev)
                     try:
                         row = row.routes[outcome]
                     except KeyError:
-                        raise EngineError(
-                            f"{self.id}: router {row.router_name!r} returned {outcome!r}, "
-                            f"which is not in its route map {sorted(row.routes)}"
-                        ) from None
+                        raise self._bad_route(row, outcome) from None
                 effects = step.effects
                 if row.stop_timers:
                     effects.extend(row.stop_timers)
@@ -197,25 +189,7 @@ class Machine:
                 state = row.target
             if not queue:
                 break
-            # the next raised event this state has rows for; one it has none for is ignored
-            # (policy `ignore`, counted) or rejected
-            rows = None
-            while queue:
-                chain += 1
-                if chain > MAX_CHAIN:
-                    raise RunawayError(
-                        f"{self.id} raised more than {MAX_CHAIN} events in one dispatch",
-                        [(self.id, ev.name), *((self.id, r.event) for r in queue[:11])],
-                    )
-                raised = queue.pop(0)
-                rows = self.table.rows[state].get(raised.event)
-                if rows is not None:
-                    ev = _event(Event, (raised.event, raised.payload, now_ns))
-                    break
-                if not self.table.ignore_unhandled:
-                    raise RejectedEvent(self.id, state, raised.event, "raised event not accepted")
-                step.ignored += 1
-                self.ignored[raised.event] += 1
+            rows, ev, chain = self._next_raised(queue, state, chain, step, ev)
             if rows is None:
                 break
         # commit (inlined: this is the hot path); `view` is already the proxy of `ctx`
@@ -228,6 +202,41 @@ class Machine:
         step.state = state
         self.transitions_total += len(step.transitions)
         return step
+
+    def _next_raised(
+        self, queue: list[Raise], state: str, chain: int, step: Step, ev: Event
+    ) -> tuple[tuple[Row, ...] | None, Event, int]:
+        """The next raised event `state` has rows for, off the front of `queue`: (its rows,
+        the event, the chain's length so far); (None, ...) when the queue ran out. One it
+        has no rows for is ignored (policy `ignore`, counted) or rejected."""
+        while queue:
+            chain += 1
+            if chain > MAX_CHAIN:
+                raise RunawayError(
+                    f"{self.id} raised more than {MAX_CHAIN} events in one dispatch",
+                    [(self.id, ev.name), *((self.id, r.event) for r in queue[:11])],
+                )
+            raised = queue.pop(0)
+            rows = self.table.rows[state].get(raised.event)
+            if rows is not None:
+                return rows, _event(Event, (raised.event, raised.payload, ev.time_ns)), chain
+            self._ignore(state, raised.event, step, "raised event not accepted")
+        return None, ev, chain
+
+    def _ignore(self, state: str, event: str, step: Step, why: str) -> None:
+        """A raised event the state does not take: counted under policy `ignore`, else
+        rejected (`why`)."""
+        if not self.table.ignore_unhandled:
+            raise RejectedEvent(self.id, state, event, why)
+        step.ignored += 1
+        self.ignored[event] += 1
+
+    def _bad_route(self, row: Row, outcome: object) -> EngineError:
+        """A router's outcome that its route map lacks: a table defect, named."""
+        return EngineError(
+            f"{self.id}: router {row.router_name!r} returned {outcome!r}, "
+            f"which is not in its route map {sorted(row.routes)}"
+        )
 
     def _apply(
         self,

@@ -30,6 +30,8 @@ def expand_sources(spec: MachineSpec, sources: list[str]) -> list[str]:
 
 
 def _check_names(spec: MachineSpec) -> Iterator[Raw]:
+    """Every name the spec uses is declared: states (once each), the initial and final
+    states, the transitions' and timers' states and events, the context fields."""
     states = spec.state_names()
     seen: set[str] = set()
     for i, s in enumerate(states):
@@ -42,6 +44,15 @@ def _check_names(spec: MachineSpec) -> Iterator[Raw]:
         if f not in seen:
             yield ("final", i), f, "final state is not declared in states", "unknown_state"
     events = set(spec.events)
+    yield from _check_transition_names(spec, seen, events)
+    yield from _check_timer_names(spec, seen, events)
+    for name in spec.context:
+        if name in RESERVED_FIELDS:
+            yield ("context", name), name, "reserved field: owned by the engine", "reserved_field"
+
+
+def _check_transition_names(spec: MachineSpec, seen: set[str], events: set[str]) -> Iterator[Raw]:
+    """Each transition's sources, target, route targets and event are declared."""
     for i, t in enumerate(spec.transitions):
         for s in t.sources():
             if s != WILDCARD and s not in seen:
@@ -73,6 +84,10 @@ def _check_names(spec: MachineSpec) -> Iterator[Raw]:
                 "event is not declared in events",
                 "unknown_event",
             )
+
+
+def _check_timer_names(spec: MachineSpec, seen: set[str], events: set[str]) -> Iterator[Raw]:
+    """Each timer's state and event are declared, and a delay by name names a field."""
     for i, tm in enumerate(spec.timers):
         if tm.state not in seen:
             yield ("timers", i, "state"), tm.state, "timer state is not declared", "unknown_state"
@@ -90,9 +105,6 @@ def _check_names(spec: MachineSpec) -> Iterator[Raw]:
                 "timer delay names a context field that is not declared",
                 "unknown_field",
             )
-    for name in spec.context:
-        if name in RESERVED_FIELDS:
-            yield ("context", name), name, "reserved field: owned by the engine", "reserved_field"
 
 
 def _check_graph(spec: MachineSpec) -> Iterator[Raw]:

@@ -76,28 +76,11 @@ def accept(ctx, ev):
     deliver = v.deliver and refused is None
     values = frame.values if deliver else None
     if refused is None and not ctx["gate_ok"] and cls == "retransmission":
-        try:
-            values = hdr.decode_all_data()
-        except GooseError:
-            values = None
-        if values is not None and shape_fits(ctx, hdr, shape_of(values)):
-            deliver = True
-        else:
-            values, refused = None, "shape"
-            frame.refused = refused
-    report = FrameClassified(
-        ctx["stream"],
-        frame.side,
-        cls,
-        v.flags,
-        v.quality,
-        deliver,
-        hdr.st_num,
-        hdr.sq_num,
-        values,
-        ctx["data"] if deliver else None,
-        refused,
-    )
+        deliver, values, refused = _revive(ctx, hdr, deliver)
+        frame.refused = refused
+    report = FrameClassified(ctx["stream"], frame.side, cls, v.flags, v.quality, deliver,
+                             hdr.st_num, hdr.sq_num, values, ctx["data"] if deliver else None,
+                             refused)  # fmt: skip
     # the values act again once a frame passed the rules and delivered a state
     ok = refused is None and (deliver or ctx["gate_ok"])
     seen: dict = {}
@@ -121,6 +104,29 @@ def accept(ctx, ev):
         # a state the rules refused is followed (stNum) but its `t` is no reference: a
         # frame that failed the checks must not make the genuine next state look stale
         del update["t_ns"]
+    if flags:
+        out += _conflict_alarms(flags, hdr, update)
+    if seen:
+        update.update(seen)
+    return [update, *out]
+
+
+def _revive(ctx, hdr, deliver: bool) -> tuple[bool, object, str | None]:
+    """A retransmission passing the rules after refused frames: it delivers the state it
+    repeats if its values decode and fit the stream's shape, else it is refused ("shape",
+    `deliver` left as it was). Returns (deliver, values, refused)."""
+    try:
+        values = hdr.decode_all_data()
+    except GooseError:
+        values = None
+    if values is not None and shape_fits(ctx, hdr, shape_of(values)):
+        return True, values, None
+    return deliver, None, "shape"
+
+
+def _conflict_alarms(flags, hdr, update: dict) -> list:
+    """Two sequences (or two sources) seen: the stream's conflict noted in `update` and
+    alarmed; a conflict that cleared: its end alarmed. Nothing for other flags."""
     if "two_sequences" in flags or "two_sources" in flags:
         update["conflict"] = True
         update["alt_by_source"] = "two_sources" in flags
@@ -129,12 +135,10 @@ def accept(ctx, ev):
             if "two_sources" in flags
             else "stNum jumped, then the sequence before the jump continued"
         )
-        out.append(Raise("conflict", f"{why}: stNum {hdr.st_num} sqNum {hdr.sq_num}"))
-    elif "conflict_cleared" in flags:
-        out.append(Raise("conflict_over", f"one sequence silent past its TAL; stNum {hdr.st_num}"))
-    if seen:
-        update.update(seen)
-    return [update, *out]
+        return [Raise("conflict", f"{why}: stNum {hdr.st_num} sqNum {hdr.sq_num}")]
+    if "conflict_cleared" in flags:
+        return [Raise("conflict_over", f"one sequence silent past its TAL; stNum {hdr.st_num}")]
+    return []
 
 
 def _move_main(ctx, v: Verdict, hdr, now: int, tal_ns: int) -> dict:

@@ -245,15 +245,14 @@ class SubscriberBank:
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
         preferred mode: supervised, not delivered), or "auth_refused" (the subscription's
         authentication policy refused it before anything of its stream moved; the second
-        item is the gate's `Verdict`)."""
+        item is the gate's `Verdict`).
+
+        The retransmission's fast path is written out here, in one function: it is the
+        path of nearly every frame. A frame it does not take is parsed (`_parse_and_judge`)
+        or, a new sqNum of the stream's last frame, judged from the memory (`_judge`)."""
         key = stream_key(buf)
         if self.wanted is not None and key not in self.wanted:
-            if not _whole_tlv(key):
-                self.malformed += 1  # cut short before its gocbRef ends
-                self.last_error = "truncated before the end of gocbRef"
-                return _judged(Judged, (None, None, "malformed"))
-            self.unmatched += 1  # a flood of other streams costs this, never a parse
-            return _judged(Judged, (None, None, "unmatched"))
+            return self._not_wanted(key)
         auth = self.auth
         if auth is not None:  # before anything of a stream moves (the gocbRef is unchanged)
             checked = auth.check(buf, now_ns)
@@ -280,52 +279,72 @@ class SubscriberBank:
                     report = self.repeat(stream, rep[0], rep[1], side, now_ns)
                     if report is not None:
                         return _judged(Judged, (stream, report, "repeat"))
-        foreign = False
-        if rep is not None:
-            # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
-            assert stream is not None and mem is not None  # a repeat is of a known stream
-            hdr = Facts(mem.hdr, rep[0], rep[1], mem.t_of(buf))
-            vlan = vlan or mem.vlan
-        else:
-            tag = vlan
-            try:
-                full = parse_header(buf, vlan=vlan)
-            except GooseError as exc:
-                self.malformed += 1
-                self.last_error = str(exc)
-                return _judged(Judged, (None, None, "malformed"))
-            vlan = full.vlan
-            skey = (full.dst, full.appid, full.gocb_ref)
-            stream = self.streams.get(skey)
+        if rep is None:
+            return self._parse_and_judge(buf, side, now_ns, vlan, key)
+        # the stream's last frame with a new sqNum (TAL, t): nothing to parse or re-check
+        assert stream is not None and mem is not None  # a repeat is of a known stream
+        hdr = Facts(mem.hdr, rep[0], rep[1], mem.t_of(buf))
+        return self._judge(stream, hdr, side, vlan or mem.vlan, False, now_ns)
+
+    def _not_wanted(self, key: Any) -> Judged:
+        """A frame of no subscription's stream (or cut short before its gocbRef ends)."""
+        if not _whole_tlv(key):
+            self.malformed += 1
+            self.last_error = "truncated before the end of gocbRef"
+            return _judged(Judged, (None, None, "malformed"))
+        self.unmatched += 1  # a flood of other streams costs this, never a parse
+        return _judged(Judged, (None, None, "unmatched"))
+
+    def _parse_and_judge(
+        self, buf: bytes, side: str, now_ns: int, vlan: Vlan | None, key: Any
+    ) -> Judged:
+        """A frame the fast path does not know: parsed, its stream found (or opened), its
+        source checked, remembered for the fast path, then judged."""
+        tag = vlan
+        try:
+            full = parse_header(buf, vlan=vlan)
+        except GooseError as exc:
+            self.malformed += 1
+            self.last_error = str(exc)
+            return _judged(Judged, (None, None, "malformed"))
+        skey = (full.dst, full.appid, full.gocb_ref)
+        stream = self.streams.get(skey)
+        if stream is None:
+            stream = self._open(skey, full, now_ns)
             if stream is None:
-                stream = self._open(skey, full, now_ns)
-                if stream is None:
-                    self.unmatched += 1
-                    return _judged(Judged, (None, full, "unmatched"))
-            elif stream.sub is not None and not _filters_match(stream.sub, full):
                 self.unmatched += 1
                 return _judged(Judged, (None, full, "unmatched"))
-            if is_simulated(full):
-                stream = stream.sim or self._open_sim(stream, now_ns)
-            expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
-            if expected is None:
-                # a subscription learns it with an alarm (observer mode acts on nothing)
-                learned = (stream.is_sim, full.src, stream.sub is not None)
-                self.runner.feed(stream.lgos.id, "source", now_ns, learned)
-            elif full.src != expected:
-                if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
-                    stream.counts["foreign_source"] += 1
-                    return _judged(Judged, (stream, full, "foreign_source"))
-                # learned, not configured: the second source is judged as a sequence of
-                # its own (a conflict); its frames never become the fast path's memory
-                stream.counts["second_source"] += 1
-                foreign = True
-            if key is not None and not foreign:
-                stream.memory = Memory(buf, full, tag)
-                root = stream.parent or stream
-                self.fast[key] = root
-                self.fast_keys[root.id] = key
-            hdr = Facts(full)
+        elif stream.sub is not None and not _filters_match(stream.sub, full):
+            self.unmatched += 1
+            return _judged(Judged, (None, full, "unmatched"))
+        if is_simulated(full):
+            stream = stream.sim or self._open_sim(stream, now_ns)
+        foreign = False
+        expected = stream.lgos.ctx["sim_src" if stream.is_sim else "src"]
+        if expected is None:
+            # a subscription learns it with an alarm (observer mode acts on nothing)
+            learned = (stream.is_sim, full.src, stream.sub is not None)
+            self.runner.feed(stream.lgos.id, "source", now_ns, learned)
+        elif full.src != expected:
+            if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
+                stream.counts["foreign_source"] += 1
+                return _judged(Judged, (stream, full, "foreign_source"))
+            # learned, not configured: the second source is judged as a sequence of
+            # its own (a conflict); its frames never become the fast path's memory
+            stream.counts["second_source"] += 1
+            foreign = True
+        if key is not None and not foreign:
+            stream.memory = Memory(buf, full, tag)
+            root = stream.parent or stream
+            self.fast[key] = root
+            self.fast_keys[root.id] = key
+        return self._judge(stream, Facts(full), side, full.vlan, foreign, now_ns)
+
+    def _judge(
+        self, stream: Stream, hdr: Any, side: str, vlan: Vlan | None, foreign: bool, now_ns: int
+    ) -> Judged:
+        """The stream machine judges the frame (`hdr`: its facts); the A/B copies, a folded
+        run of repeats and the LGOS follow its verdict; the fast path re-armed."""
         if self.observer:
             self.seen.move_to_end((stream.parent or stream).id)
         if stream.vlan_sides and vlan is not None:
@@ -338,24 +357,10 @@ class SubscriberBank:
         if stream.side_ids:
             # a second source's frames are a sequence of their own: never the genuine's copy
             pair = (hdr.st_num, hdr.sq_num, foreign)
-            if pair in stream.recent:
-                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
-                stream.counts[f"ab_duplicate_{side}"] += 1
+            if self._ab_copy(stream, pair, side, frame, now_ns):
                 return _judged(Judged, (stream, hdr, "duplicate"))
-            sel = stream.side_ids.get("selector")
-            if sel is not None and _active_side(runner, sel) != side:
-                runner.feed(stream.side_ids[side], "frame", now_ns, frame)
-                _remember(stream, pair, side)
-                stream.counts[f"standby_{side}"] += 1
-                return _judged(Judged, (stream, hdr, "duplicate"))
-        fold = stream.fold
-        if fold is not None:
-            stream.fold = None
-            if runner.timers.any_due(now_ns):
-                runner.advance(now_ns)  # a TAL that ran out expires first, and folds it
-            if stream.machine.state == "valid":
-                runner.feed(stream.id, "repeated", now_ns, fold)
-                runner.timers.move(stream.id, "tal", stream.deadline)  # folded: no payload
+        if stream.fold is not None:
+            self._unfold(stream, now_ns)
         report = None
         for e in runner.feed(stream.id, "frame", now_ns, frame).effects:
             if type(e) is FrameClassified:
@@ -390,6 +395,35 @@ class SubscriberBank:
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
         return _judged(Judged, (stream, hdr, "judged"))
+
+    def _ab_copy(
+        self, stream: Stream, pair: tuple[int, int, bool], side: str, frame: FrameIn, now: int
+    ) -> bool:
+        """A/B (two sides): True if the frame is the second copy of one already taken, or a
+        copy from the standby side in preferred mode; its side's supervision is fed."""
+        runner = self.runner
+        if pair in stream.recent:
+            runner.feed(stream.side_ids[side], "frame", now, frame)
+            stream.counts[f"ab_duplicate_{side}"] += 1
+            return True
+        sel = stream.side_ids.get("selector")
+        if sel is not None and _active_side(runner, sel) != side:
+            runner.feed(stream.side_ids[side], "frame", now, frame)
+            _remember(stream, pair, side)
+            stream.counts[f"standby_{side}"] += 1
+            return True
+        return False
+
+    def _unfold(self, stream: Stream, now_ns: int) -> None:
+        """Repeats the fast path counted without the machine (a fold): told to it before
+        the next judged frame, after any TAL that ran out in the meantime."""
+        fold, stream.fold = stream.fold, None
+        runner = self.runner
+        if runner.timers.any_due(now_ns):
+            runner.advance(now_ns)  # a TAL that ran out expires first, and folds it
+        if stream.machine.state == "valid":
+            runner.feed(stream.id, "repeated", now_ns, fold)
+            runner.timers.move(stream.id, "tal", stream.deadline)  # folded: no payload
 
     # -- the fast path ----------------------------------------------------------------------
 

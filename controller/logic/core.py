@@ -62,6 +62,16 @@ def package_table(name: str) -> Table:
     return Table.load(TABLES / f"{name}.yaml")
 
 
+def _link_core(config: ControllerConfig, journal: Journal | None, now_ns: int) -> LinkCore:
+    """The device link's core. A restarted controller continues the link's sequence
+    numbers above what it last recorded (plus a margin for commands sent after that
+    record): below them the device would answer STALE_SEQUENCE."""
+    last = journal.get_meta(LINK_SEQ_KEY) if journal is not None else None
+    first = ((last + SEQ_MARGIN) & 0xFFFF) if last is not None else 1
+    limits = {k: getattr(config.device, k) for k in DeviceLimits.model_fields}
+    return LinkCore(LinkConfig(**limits, first_seq=first), now_ns)
+
+
 class BayController:
     def __init__(
         self,
@@ -74,18 +84,7 @@ class BayController:
         self.config = config
         self.runner = Scheduler(journal)
         self.hub = GooseHub(config.goose, runner=self.runner, keys=keys)
-        # a restarted controller continues the device link's sequence numbers above what it
-        # last recorded (plus a margin for commands sent after that record): below them the
-        # device would answer STALE_SEQUENCE
-        last = journal.get_meta(LINK_SEQ_KEY) if journal is not None else None
-        first = ((last + SEQ_MARGIN) & 0xFFFF) if last is not None else 1
-        self.link = LinkCore(
-            LinkConfig(
-                **{k: getattr(config.device, k) for k in DeviceLimits.model_fields},
-                first_seq=first,
-            ),
-            now_ns,
-        )
+        self.link = _link_core(config, journal, now_ns)
         #: called with every report (verdicts, link events): the agent's tools watch these
         self.observers: list = []
         self._seq_recorded: int | None = None
@@ -104,6 +103,13 @@ class BayController:
         #: taken when the input returns, as replay and the demo do.
         self.urgent: Callable[[], None] | None = None
         self._now = now_ns
+        self._start_machines(config, now_ns)
+        self.reports.extend(self.hub.drain())
+
+    def _start_machines(self, config: ControllerConfig, now_ns: int) -> None:
+        """The bay, mode and input machines, started on the hub's runner (one timer heap,
+        one journal; their effects arrive through the hub's sink like the GOOSE
+        machines' do), in that order."""
         # every interlock blocks until its input has delivered a valid value
         interlocks = {r.interlock: NO_DATA for r in self.inputs.all if r.interlock is not None}
         self.bay: Machine = self.table.new(
@@ -113,8 +119,6 @@ class BayController:
             interlocks=interlocks,
         )
         self.utc_offset_ns = 0
-        # the bay runs on the hub's runner: one timer heap, one journal, and its effects
-        # arrive through the hub's sink like the GOOSE machines' do
         self.runner.on_step = self._note_step
         self.runner.start(self.bay, now_ns)
         self.mode: Machine = package_table("mode").new(MODE, simulation=config.logic.simulation)
@@ -135,7 +139,6 @@ class BayController:
             )
             self.runner.start(m, now_ns)
             self.input_machines[rule.name] = m
-        self.reports.extend(self.hub.drain())
 
     def _note_step(self, machine: Machine, step, now_ns: int) -> None:
         if machine is self.bay:

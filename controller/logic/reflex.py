@@ -424,26 +424,14 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
     its real stream, not in conflict, with a last frame; no timer is due; and the engine's
     decision on the candidate (`trip_outputs`) writes one device command and sends frames
     that differ between two UTCs only where the bay's UTC sits in them."""
-    if rule.event != TRIP_EVENT or rule.path:
+    stream = _armable_stream(bay, rule)
+    if stream is None:
         return None
-    if bay.mode.state != "on" or bay.simulation:
-        return None
-    m = bay.input_machines[rule.name]
-    if m.state != "valid" or m.ctx["value"] is not False:
-        return None
-    bank = bay.hub.bank
-    stream = next((s for s in bank.streams.values() if rule.stream in (s.label, s.gocb_ref)), None)
-    if stream is None or stream.memory is None or stream.lgos.ctx["sim"]:
-        return None
-    sm = stream.machine
-    c = sm.ctx
-    if sm.state != "valid" or c["conflict"] or stream.lgos.state != "valid" or c["st"] is None:
-        return None
-    mem = stream.memory
+    sm, mem = stream.machine, stream.memory
     side = _last_side(bay, stream)
     if side is None:
         return None
-    st = (c["st"] + 1) & 0xFFFFFFFF or 1
+    st = (sm.ctx["st"] + 1) & 0xFFFFFFFF or 1
     cand = candidate(mem.buf, st, rule.index)
     if cand is None:
         return None
@@ -466,41 +454,59 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
     if utc_at is None:
         return None
     limit_ms = (stream.tal_limit_ns // 1_000_000) if stream.tal_limit_ns else (1 << 31) - 1
+    by_len, mid, tail = _tal_widths(mem.buf, st, rule.index, cand.tal_at, limit_ms)
+    if not by_len:
+        return None
+    arming = Arming(by_len=by_len, emitted=first, mid=mid, same=same, t_ref=[None, b""],
+                    pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
+                    tal_limit_ms=limit_ms, timers=(bay.runner.timers, bay.link.bus.timers),
+                    harmless=harmless_timers(bay, now), utc_at=utc_at,
+                    vlan=mem.tag)  # fmt: skip
+    # the previews moved nothing of the engine
+    return arming if same() else None
+
+
+def _armable_stream(bay: BayController, rule: Rule) -> Any:
+    """The subscriber stream `rule` reads, if the rule and its state allow arming: a trip
+    from a top-level BOOLEAN reading valid FALSE, the bay on and not simulating, the
+    stream valid on its real stream, not in conflict, with a last frame; else None."""
+    if rule.event != TRIP_EVENT or rule.path:
+        return None
+    if bay.mode.state != "on" or bay.simulation:
+        return None
+    m = bay.input_machines[rule.name]
+    if m.state != "valid" or m.ctx["value"] is not False:
+        return None
+    bank = bay.hub.bank
+    stream = next((s for s in bank.streams.values() if rule.stream in (s.label, s.gocb_ref)), None)
+    if stream is None or stream.memory is None or stream.lgos.ctx["sim"]:
+        return None
+    sm = stream.machine
+    c = sm.ctx
+    if sm.state != "valid" or c["conflict"] or stream.lgos.state != "valid" or c["st"] is None:
+        return None
+    return stream
+
+
+def _tal_widths(
+    buf: bytes, st: int, index: int, tal_at: int, limit_ms: int
+) -> tuple[dict[int, tuple[bytes, int, int]], bytes, bytes]:
+    """The candidate built with a TAL of each width (1-4 octets) the stream's TAL limit
+    allows, keyed by frame length: (head up to TAL, width, offset of t); and the bytes
+    between TAL and t, and after t (the same for every width)."""
     by_len: dict[int, tuple[bytes, int, int]] = {}
-    g = cand.tal_at
     mid = tail = b""
     for w in (1, 2, 3, 4):
         tal = 1 << (8 * (w - 1)) if w > 1 else 1
         if tal > limit_ms:
             break
-        alt = candidate(mem.buf, st, rule.index, tal)
-        if alt is None or alt.tal_at != g:
+        alt = candidate(buf, st, index, tal)
+        if alt is None or alt.tal_at != tal_at:
             continue
-        by_len[len(alt.buf)] = (alt.buf[:g], w, alt.t_at)
-        mid = alt.buf[g + 2 + w : alt.t_at]
+        by_len[len(alt.buf)] = (alt.buf[:tal_at], w, alt.t_at)
+        mid = alt.buf[tal_at + 2 + w : alt.t_at]
         tail = alt.buf[alt.t_at + 8 :]
-    if not by_len:
-        return None
-    arming = Arming(
-        by_len=by_len,
-        emitted=first,
-        mid=mid,
-        same=same,
-        t_ref=[None, b""],
-        pieces=_pieces(first, utc_at),
-        side=side,
-        stream=sm,
-        tail=tail,
-        tal_limit_ms=limit_ms,
-        timers=(bay.runner.timers, bay.link.bus.timers),
-        harmless=harmless_timers(bay, now),
-        utc_at=utc_at,
-        vlan=mem.tag,
-    )
-    # the previews moved nothing of the engine
-    if not same():
-        return None
-    return arming
+    return by_len, mid, tail
 
 
 def harmless_timers(bay: BayController, now_ns: int) -> frozenset[tuple[str, str]]:

@@ -1,4 +1,5 @@
-"""The live shell for GOOSE: raw sockets, one selectors loop, the monotonic clock, timers.
+"""The live shell for GOOSE: raw sockets, the GOOSE source and timers of the one loop
+(`controller/shell/loop.py`), the monotonic clock.
 
 Hot path per frame: `recv_batch` (a memory-mapped ring: no syscall per frame, see
 `protocols.ethernet.ring`), `hub.frame` (header parse and one dispatch, or for an
@@ -17,7 +18,6 @@ start and again with every link poll).
 from __future__ import annotations
 
 import gc
-import selectors
 import socket
 import time
 from collections import deque
@@ -30,6 +30,7 @@ from goosectl.controller.engine.effects import Notify
 from goosectl.controller.goose.effects import RxDrops, SendFrame
 from goosectl.controller.ports import GooseEndpoint
 from goosectl.controller.shell.hostclock import host_time_quality
+from goosectl.controller.shell.loop import Loop, Source
 from goosectl.protocols.ethernet.rawsock import (
     KernelStats,
     LinkDownError,
@@ -41,15 +42,8 @@ from goosectl.protocols.ethernet.rawsock import (
 )
 from goosectl.protocols.goose import Vlan
 
-#: Closer than this to a deadline the loop polls instead of sleeping (see `run`).
-SPIN_NS = 1_200_000
 #: How often a link marked down is checked for carrier again.
 LINK_POLL_NS = 200_000_000
-# --realtime: the collector runs only in idle rounds, at most this often, and only when no
-# timer is due within IDLE_GC_MIN_NS; every IDLE_GC_FULL-th idle collection is a full one
-IDLE_GC_EVERY_NS = 100_000_000
-IDLE_GC_MIN_NS = 2_000_000
-IDLE_GC_FULL = 100
 
 FrameSink = Callable[[int, int, bytes, Vlan | None, list[Any]], None]
 EffectSink = Callable[[list[Any]], None]
@@ -115,7 +109,8 @@ def link_up(iface: str) -> bool:
 
 
 class LiveGoose:
-    """Owns the sockets of sides A (and B) and runs the hub against them."""
+    """Owns the sockets of sides A (and B), the GOOSE source and timers of the one loop
+    (`controller/shell/loop.py`), and runs the hub against them."""
 
     def __init__(
         self,
@@ -130,15 +125,30 @@ class LiveGoose:
         socket's receive buffer); if the kernel refuses it the side falls back to recvmsg
         and `rx_modes` says so."""
         self.hub = hub
-        groups = sorted({s.dst for s in hub.bank.subs.values()})
-        # the kernel drops frames of other streams to these groups (a flood never queues)
-        streams = [StreamMatch(s.dst, s.appid, s.gocb_ref) for s in hub.bank.subs.values()]
-        promisc = hub.bank.observer if promiscuous is None else promiscuous
         # no interface: the loop still serves timers, the serial port and the control socket
         self.ifaces = {k: v for k, v in (("A", iface_a), ("B", iface_b)) if v}
         if len(self.ifaces) == 2:
             hub.bank.merge_sides()  # each frame's second copy is a duplicate, always
         self.socks: dict[str, RawSocket] = {}
+        self._open_sockets(promiscuous, ring)
+        #: the sockets as opened, kept after `close` for their final counters
+        self.opened = dict(self.socks)
+        self.loop = Loop(wait_cap=self._wait_cap)
+        for side, sock in self.socks.items():
+            self.loop.add(Source(f"goose {side}", "goose", sock.fileno(), self._reader(side)))
+        self.loop.timers.append(_FrameTimers(self))
+        self.loop.idle.append(self._flush_journal)
+        self._tell_hub_the_host()
+        self._init_counters()
+        self._init_hooks()
+
+    def _open_sockets(self, promiscuous: bool | None, ring: RingSpec | None) -> None:
+        """One raw socket a side, the kernel filtering to the subscribed streams' groups
+        (a flood of other streams never queues); all closed if one fails."""
+        subs = self.hub.bank.subs.values()
+        groups = sorted({s.dst for s in subs})
+        streams = [StreamMatch(s.dst, s.appid, s.gocb_ref) for s in subs]
+        promisc = self.hub.bank.observer if promiscuous is None else promiscuous
         try:
             for side, iface in self.ifaces.items():
                 self.socks[side] = RawSocket(
@@ -147,20 +157,21 @@ class LiveGoose:
         except BaseException:
             self.close()
             raise
-        #: the sockets as opened, kept after `close` for their final counters
-        self.opened = dict(self.socks)
-        self.sel = selectors.DefaultSelector()
-        for side, sock in self.socks.items():
-            self.sel.register(sock.fileno(), selectors.EVENT_READ, side)
-        #: the MAC the publishers send from: network A's interface (B's without A); PRP
-        #: sends one MAC on both networks, and so does goosectl
+
+    def _tell_hub_the_host(self) -> None:
+        """What only the shell knows: the MAC the publishers send from (network A's
+        interface, B's without A; PRP sends one MAC on both networks, and so does
+        goosectl) and the host clock's quality."""
         self.src_mac = next(
             (m for m in (interface_mac(s) for s in self.socks.values()) if m is not None), None
         )
         if self.src_mac is not None:
-            hub.set_source_mac(self.src_mac)
+            self.hub.set_source_mac(self.src_mac)
         self.time_quality = host_time_quality()
-        hub.set_time_quality(self.time_quality)
+        self.hub.set_time_quality(self.time_quality)
+
+    def _init_counters(self) -> None:
+        """The counters and latencies the status view and the stop report read."""
         self.down: set[str] = set()
         self.frames = 0
         self.sent = 0
@@ -175,13 +186,6 @@ class LiveGoose:
         self._drops_seen: dict[str, int] = {}
         self.errors = 0
         self.last_error: str | None = None
-        self.extra: dict[int, Callable[[], None]] = {}
-        self.stopped = False
-        #: poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)
-        self.spin = False
-        #: collect garbage only in idle rounds (`run --realtime`)
-        self.idle_gc = False
-        self._gc_rounds = 0
         self.last_latency_ns: int | None = None
         #: when the frame being handled was read (monotonic ns); None between frames
         self.t_in: int | None = None
@@ -192,6 +196,13 @@ class LiveGoose:
         #: `latencies` it includes the wake-up (and any earlier frame of the same batch),
         #: so a slow trip is told apart from a controller scheduled late
         self.stamp_latencies: deque[int] = deque(maxlen=100_000)
+        #: frames read from the sockets in this `run` (the per-frame callback's number)
+        self._number = 0
+        self._injected = 0
+        self.next_poll = 0
+
+    def _init_hooks(self) -> None:
+        """What other parts of the shell plug in: hooks, the PRP LRE, other transports."""
         #: called right after a frame is handled, before its frames are sent: the serial
         #: port's shell writes a TRIP here, ahead of the GOOSE frames the same frame caused
         self.on_output: list[Callable[[int], None]] = []
@@ -205,18 +216,45 @@ class LiveGoose:
         #: other transports every executed frame also goes out on (R-GOOSE over UDP,
         #: `controller/shell/rgoose_live.py`), each called once per frame
         self.transports: list[Callable[[SendFrame, int], None]] = []
-        #: `run`'s per-frame callback, for frames that other inputs `inject`
+        #: `run`'s per-frame callback, for frames that other inputs `inject`, and its
+        #: effects callback
         self._on_frame: FrameSink | None = None
-        self._injected = 0
+        self._on_effects: EffectSink | None = None
+        # the codec's Vlan for each tag seen (frozen: shared), not one object per frame
+        self._vlans: dict[Any, Vlan] = {}
 
-    def add_reader(self, fd: int, callback: Callable[[], None]) -> None:
-        """Another input (stdin for `publish`, a control socket) served by the same loop."""
-        self.extra[fd] = callback
-        self.sel.register(fd, selectors.EVENT_READ, None)
+    @property
+    def spin(self) -> bool:
+        """Poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)."""
+        return self.loop.spin
+
+    @spin.setter
+    def spin(self, on: bool) -> None:
+        self.loop.spin = on
+
+    @property
+    def idle_gc(self) -> bool:
+        """Collect garbage only in idle rounds (`run --realtime`)."""
+        return self.loop.idle_gc
+
+    @idle_gc.setter
+    def idle_gc(self, on: bool) -> None:
+        self.loop.idle_gc = on
+
+    @property
+    def stopped(self) -> bool:
+        return self.loop.stopped
+
+    def add_reader(
+        self, fd: int, callback: Callable[[], None], kind: str = "control", name: str = ""
+    ) -> None:
+        """Another source of the same loop: `kind` places it in the round (`loop.SOURCE_KINDS`:
+        an R-GOOSE or PRP supervision socket is `goose`, the serial port `serial`, the
+        control socket and its clients `control`, stdin `input`)."""
+        self.loop.add(Source(name or f"{kind} fd {fd}", kind, fd, callback))
 
     def remove_reader(self, fd: int) -> None:
-        self.extra.pop(fd, None)
-        self.sel.unregister(fd)
+        self.loop.remove(fd)
 
     @property
     def rx_modes(self) -> dict[str, str]:
@@ -360,148 +398,147 @@ class LiveGoose:
         until_ns: int | None = None,
         start: bool = True,
     ) -> None:
-        hub = self.hub
-        clock = time.monotonic_ns
+        """Serve the loop until `stop` or `until_ns`: the hub started (unless `start` is
+        False), then rounds of `controller/shell/loop.py`, then the last drop counters."""
         self._on_frame = on_frame
+        self._on_effects = on_effects
+        self._number = 0
         # collect and freeze first: the first state's burst must not wait for a collection
         gc.collect()
         gc.freeze()
         gc_was_on = gc.isenabled()
         if self.idle_gc:  # --realtime: no collection ever starts on the frame path
             gc.disable()
-        next_gc = 0
         if start:
-            out = hub.start(clock(), time.time_ns())
-            out += self.execute(out, clock())
-            if on_effects:
-                on_effects(out)
-        next_poll = clock() + LINK_POLL_NS
-        number = 0
-        rejects = hub.bank.rejects
-        # the codec's Vlan for each tag seen (frozen: shared), not one object per frame
-        vlans: dict[Any, Vlan] = {}
-
-        def goose_vlan(tag: Any) -> Vlan:
-            v = Vlan(tag.vid, tag.pcp, tag.dei)
-            if len(vlans) < 4096:
-                vlans[tag] = v
-            return v
-
-        while not self.stopped:
-            now = clock()
-            if until_ns is not None and now >= until_ns:
-                break
-            deadline = hub.next_deadline()
-            wake = min(x for x in (deadline, next_poll, until_ns) if x is not None)
-            # epoll rounds timeouts up to whole milliseconds: sleep to 1 ms before the
-            # deadline, then poll without blocking, so a 4 ms MinTime is kept to tens of us
-            slack = wake - now
-            timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
-            if self._held and timeout > TX_RETRY_S:
-                timeout = TX_RETRY_S
-            ready = self.sel.select(timeout)
-            if self.idle_gc and not ready:
-                t = clock()
-                if t >= next_gc and (deadline is None or deadline - t > IDLE_GC_MIN_NS):
-                    # idle, and no timer due soon: a young collection (tens of us) now
-                    # and then, a full one every IDLE_GC_FULL young ones
-                    self._gc_rounds += 1
-                    gc.collect(2 if self._gc_rounds % IDLE_GC_FULL == 0 else 0)
-                    next_gc = t + IDLE_GC_EVERY_NS
-            for key, _ in ready:
-                side = key.data
-                if side is None:
-                    self.extra[key.fd]()
-                    continue
-                sock = self.socks[side]
-                try:
-                    batch = sock.recv_batch()
-                except LinkDownError:
-                    if side not in self.down:
-                        self.down.add(side)
-                        out = hub.link(side, False, clock())
-                        if on_effects:
-                            on_effects(out)
-                    continue
-                # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
-                offset = time.time_ns() - clock()
-                prp = self.prp
-                for rx in batch:
-                    if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
-                        self.frames += 1
-                        number += 1
-                        continue
-                    t_in = clock()
-                    if prp is None:
-                        buf = rx.frame
-                    else:  # PRP ages copies by the kernel's receive stamp, not by when
-                        # a slow or backlogged loop got to them (monotonic, as t_in)
-                        ts = rx.ts_ns
-                        buf = prp.receive(rx.frame, side, ts - offset if ts else t_in)
-                    if buf is None:
-                        continue  # a PRP duplicate, counted by the LRE
-                    tag = rx.vlan
-                    vlan = None if tag is None else (vlans.get(tag) or goose_vlan(tag))
-                    sent_before = self.sent
-                    self.t_in = t_in
-                    try:
-                        out = hub.frame(buf, side, t_in, vlan)
-                    except Exception as exc:
-                        out = self._failed(exc, number + 1)
-                    self.t_in = None
-                    for hook in self.on_output:
-                        hook(t_in)
-                    if out:
-                        out += self.execute(out, t_in)
-                    t_out = clock()
-                    self.last_latency_ns = t_out - t_in
-                    self.latencies.append(self.last_latency_ns)
-                    if rx.ts_ns and out and self.sent != sent_before:
-                        self.stamp_latencies.append(t_out + offset - rx.ts_ns)
-                    self.frames += 1
-                    number += 1
-                    if on_frame:
-                        on_frame(number, rx.ts_ns or time.time_ns(), buf, vlan, out)
-                if sock.drops_pending:  # the ring flagged a drop: report it now
-                    drops = self.poll_drops()
-                    if drops and on_effects:
-                        on_effects(drops)
-            now = clock()
-            if self._held:
-                out = self.retry_held(now)
-                if out and on_effects:
-                    on_effects(out)
-            out = hub.advance(now)
-            for hook in self.on_round:
-                hook(now)
-            if out:
-                out += self.execute(out, now)
-                if on_effects:
-                    on_effects(out)
-            if now >= next_poll:
-                next_poll = now + LINK_POLL_NS
-                drops = self.poll_drops()
-                if drops and on_effects:
-                    on_effects(drops)
-                quality = host_time_quality()
-                if quality != self.time_quality:
-                    self.time_quality = quality
-                    hub.set_time_quality(quality)
-                for side in sorted(self.down):
-                    if link_up(self.ifaces[side]):
-                        self.down.discard(side)
-                        out = hub.link(side, True, now)
-                        if on_effects:
-                            on_effects(out)
-            journal = hub.runner.journal
-            if journal is not None:
-                journal.maybe_flush(now)
-        drops = self.poll_drops()  # the last word on drops before the caller's report
-        if drops and on_effects:
-            on_effects(drops)
+            self._start_hub()
+        self.next_poll = time.monotonic_ns() + LINK_POLL_NS
+        self.loop.run(until_ns)
+        self._report(self.poll_drops())  # the last word on drops before the caller's report
         gc.unfreeze()
         if gc_was_on:
             gc.enable()
+
+    def _start_hub(self) -> None:
+        """The hub's first effects (its publishers' first frames), sent."""
+        clock = time.monotonic_ns
+        out = self.hub.start(clock(), time.time_ns())
+        out += self.execute(out, clock())
+        if self._on_effects:
+            self._on_effects(out)
+
+    def _report(self, effects: list[Any]) -> None:
+        """Effects for the caller's `on_effects`, if there are any and a caller wants them."""
+        if effects and self._on_effects:
+            self._on_effects(effects)
+
+    def _reader(self, side: str) -> Callable[[], None]:
+        """The GOOSE source of one side: what the loop calls when its socket is readable."""
+        return lambda: self._read_side(side)
+
+    def _read_side(self, side: str) -> None:
+        """One batch of a side's ring: every frame to the hub in order, each frame's
+        outputs (hooks, then sends) before the next frame is handled."""
+        sock = self.socks[side]
+        try:
+            batch = sock.recv_batch()
+        except LinkDownError:
+            self._side_went_down(side)
+            return
+        clock = time.monotonic_ns
+        # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
+        offset = time.time_ns() - clock()
+        hub, prp, vlans, rejects = self.hub, self.prp, self._vlans, self.hub.bank.rejects
+        on_frame, number = self._on_frame, self._number
+        for rx in batch:
+            if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
+                self.frames += 1
+                number += 1
+                continue
+            t_in = clock()
+            if prp is None:
+                buf = rx.frame
+            else:  # PRP ages copies by the kernel's receive stamp, not by when
+                # a slow or backlogged loop got to them (monotonic, as t_in)
+                ts = rx.ts_ns
+                buf = prp.receive(rx.frame, side, ts - offset if ts else t_in)
+            if buf is None:
+                continue  # a PRP duplicate, counted by the LRE
+            tag = rx.vlan
+            vlan = None if tag is None else (vlans.get(tag) or self._vlan(tag))
+            sent_before = self.sent
+            self.t_in = t_in
+            try:
+                out = hub.frame(buf, side, t_in, vlan)
+            except Exception as exc:
+                out = self._failed(exc, number + 1)
+            self.t_in = None
+            for hook in self.on_output:
+                hook(t_in)
+            if out:
+                out += self.execute(out, t_in)
+            t_out = clock()
+            self.last_latency_ns = t_out - t_in
+            self.latencies.append(self.last_latency_ns)
+            if rx.ts_ns and out and self.sent != sent_before:
+                self.stamp_latencies.append(t_out + offset - rx.ts_ns)
+            self.frames += 1
+            number += 1
+            if on_frame:
+                on_frame(number, rx.ts_ns or time.time_ns(), buf, vlan, out)
+        self._number = number
+        if sock.drops_pending:  # the ring flagged a drop: report it now
+            self._report(self.poll_drops())
+
+    def _vlan(self, tag: Any) -> Vlan:
+        """The codec's Vlan of a tag first seen, kept (up to 4096 tags) for the next."""
+        v = Vlan(tag.vid, tag.pcp, tag.dei)
+        if len(self._vlans) < 4096:
+            self._vlans[tag] = v
+        return v
+
+    def _side_went_down(self, side: str) -> None:
+        """A side's socket reports its link down: marked, the hub told (failover)."""
+        if side not in self.down:
+            self.down.add(side)
+            self._report(self.hub.link(side, False, time.monotonic_ns()))
+
+    def _wait_cap(self) -> float | None:
+        """While the kernel refuses sends the loop wakes about every TX_RETRY_S to retry."""
+        return TX_RETRY_S if self._held else None
+
+    def fire_frame_timers(self, now: int) -> None:
+        """The round's timers: refused frames retried, the hub's due timers advanced, the
+        round hooks, then what the timers emitted sent; the link poll when it is due."""
+        if self._held:
+            self._report(self.retry_held(now))
+        out = self.hub.advance(now)
+        for hook in self.on_round:
+            hook(now)
+        if out:
+            out += self.execute(out, now)
+            self._report(out)
+        if now >= self.next_poll:
+            self.poll_links(now)
+
+    def poll_links(self, now: int) -> None:
+        """Every LINK_POLL_NS: the kernel's drop counters, the host clock's quality, and
+        whether a side marked down has its carrier back."""
+        self.next_poll = now + LINK_POLL_NS
+        self._report(self.poll_drops())
+        quality = host_time_quality()
+        if quality != self.time_quality:
+            self.time_quality = quality
+            self.hub.set_time_quality(quality)
+        for side in sorted(self.down):
+            if link_up(self.ifaces[side]):
+                self.down.discard(side)
+                self._report(self.hub.link(side, True, now))
+
+    def _flush_journal(self, now: int) -> None:
+        """The idle work of every round: the journal's group commit, when due."""
+        journal = self.hub.runner.journal
+        if journal is not None:
+            journal.maybe_flush(now)
 
     def inject(self, buf: bytes, side: str, t_in: int) -> list[Any]:
         """A frame another input of the loop received (an R-GOOSE SPDU's goosePdu), handled
@@ -533,12 +570,29 @@ class LiveGoose:
         return [Notify("error", self.last_error)]
 
     def stop(self) -> None:
-        self.stopped = True
+        self.loop.stop()
 
     def close(self) -> None:
         for sock in self.socks.values():
             sock.close()
         self.socks.clear()
+
+
+class _FrameTimers:
+    """The GOOSE timers as a loop `Timer`: the hub's deadlines (retransmissions, TAL) and
+    the link poll (`LiveGoose.poll_links`), one timer so a round pays one call for both."""
+
+    name = "goose timers"
+
+    def __init__(self, live: LiveGoose) -> None:
+        self.live = live
+        self.hub_deadline = live.hub.next_deadline
+        self.fire = live.fire_frame_timers
+
+    def deadline(self) -> int:
+        due = self.hub_deadline()
+        poll: int = self.live.next_poll
+        return poll if due is None or poll < due else due
 
 
 def require_raw_sockets() -> str | None:

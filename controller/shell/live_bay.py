@@ -360,7 +360,8 @@ class BayLive:
             if self._fd is not None:
                 live.remove_reader(self._fd)
             if fd is not None:
-                live.add_reader(fd, lambda: None)  # wakes the loop; this round reads it
+                # wakes the loop; this round reads it
+                live.add_reader(fd, lambda: None, "serial", "serial port")
             self._fd = fd
         more = self.core.drain()
         if more:

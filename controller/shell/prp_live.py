@@ -70,7 +70,7 @@ class PrpLive:
             for side, sock in live.socks.items():
                 s = RawSocket(sock.iface, groups=[group], ethertype=ETHERTYPE, timestamps=False)
                 self.sup_socks[side] = s
-                live.add_reader(s.fileno(), self._reader(side))
+                live.add_reader(s.fileno(), self._reader(side), "goose", f"prp supervision {side}")
         except BaseException:
             self.close()
             raise
@@ -177,9 +177,8 @@ class PrpLive:
 
     def close(self) -> None:
         for s in self.sup_socks.values():
-            self.live.extra.pop(s.fileno(), None)
             with contextlib.suppress(KeyError, ValueError):
-                self.live.sel.unregister(s.fileno())
+                self.live.remove_reader(s.fileno())
             s.close()
         self.sup_socks = {}
 

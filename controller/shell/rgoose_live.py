@@ -136,7 +136,7 @@ class RgooseListener:
         self.sock = sock
         self.receiver = receiver
         self.datagrams = 0
-        live.add_reader(sock.fileno(), self.on_readable)
+        live.add_reader(sock.fileno(), self.on_readable, "goose", "r-goose")
 
     def on_readable(self) -> None:
         live = self.live

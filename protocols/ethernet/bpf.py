@@ -239,8 +239,22 @@ def stream_filter(
     """
     named = {s.dst for s in streams}
     bare = [g for g in dict.fromkeys(parse_mac(g) for g in groups) if g not in named]
-    # every jump to a drop stays short: a RET 0 right after the checks that need it
-    prog: list[Insn | Label] = [
+    prog = _goose_ethertype(ethertype)
+    for i, group in enumerate(bare):
+        prog += _dst_block(group, f"bare{i}")
+        prog += [Insn(RET_K, ACCEPT_ALL_BYTES), Label(f"bare{i}")]
+    prog += _to_gocb_ref()
+    for i, s in enumerate(streams):
+        prog += _stream_block(s, f"miss{i}")
+    prog.append(Insn(RET_K, 0))
+    return prog
+
+
+def _goose_ethertype(ethertype: int) -> list[Insn | Label]:
+    """Not sent by us, `ethertype` at 12 or behind an inline tag at 16; X left at the
+    EtherType's end (14 or 18). Every jump to a drop stays short: a RET 0 right after the
+    checks that need it."""
+    return [
         Insn(LD_W_ABS, SKF_AD_OFF + SKF_AD_PKTTYPE),
         Insn(JEQ_K, PACKET_OUTGOING, "drop", NEXT),
         Insn(LD_H_ABS, 12),
@@ -258,10 +272,12 @@ def stream_filter(
         Insn(LDX_IMM, 14),
         Label("based"),
     ]
-    for i, group in enumerate(bare):
-        prog += _dst_block(group, f"bare{i}")
-        prog += [Insn(RET_K, ACCEPT_ALL_BYTES), Label(f"bare{i}")]
-    prog += [
+
+
+def _to_gocb_ref() -> list[Insn | Label]:
+    """The APPID into M[0], then X moved past the goosePdu tag and its BER length to the
+    gocbRef TLV (a frame without a goosePdu, or with a length over 4 octets, dropped)."""
+    return [
         Insn(LD_H_IND, 0),  # the APPID, kept in M[0] while X moves on to the gocbRef
         Insn(ST, 0),
         Insn(LD_B_IND, 8),
@@ -282,18 +298,19 @@ def stream_filter(
         Insn(RET_K, 0),
         Label("streams"),
     ]
-    for i, s in enumerate(streams):
-        miss = f"miss{i}"
-        prog += _dst_block(parse_mac(s.dst), miss)
-        if s.appid is not None:
-            prog += [Insn(LD_MEM, 0), Insn(JEQ_K, s.appid, NEXT, miss)]
-        if s.gocb_ref is not None:
-            tlv = gocb_tlv(s.gocb_ref)
-            if len(tlv) <= MAX_TLV:
-                prog += _bytes_block(tlv, miss)
-        prog += [Insn(RET_K, ACCEPT_ALL_BYTES), Label(miss)]
-    prog.append(Insn(RET_K, 0))
-    return prog
+
+
+def _stream_block(s: StreamMatch, miss: str) -> list[Insn | Label]:
+    """Accept a frame of stream `s` (destination, then APPID and gocbRef TLV if it names
+    them; a TLV too long to compare is not compared), else on to `miss`."""
+    block = _dst_block(parse_mac(s.dst), miss)
+    if s.appid is not None:
+        block += [Insn(LD_MEM, 0), Insn(JEQ_K, s.appid, NEXT, miss)]
+    if s.gocb_ref is not None:
+        tlv = gocb_tlv(s.gocb_ref)
+        if len(tlv) <= MAX_TLV:
+            block += _bytes_block(tlv, miss)
+    return [*block, Insn(RET_K, ACCEPT_ALL_BYTES), Label(miss)]
 
 
 def capture_program(ethertypes: Collection[int] | None) -> list[Insn | Label]:

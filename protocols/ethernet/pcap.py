@@ -15,7 +15,7 @@ memory at a time), so a capture's size costs no memory.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import TracebackType
 from typing import BinaryIO, NamedTuple
@@ -167,71 +167,98 @@ def _options(
 
 
 def _read_pcapng(path: str | Path, fh: BinaryIO, magic: bytes) -> Iterator[CapturedFrame]:
+    """Every packet of a pcapng file, block by block (section headers reset the byte
+    order and the interfaces); a block that is cut short or inconsistent raises
+    `CaptureError` with its offset."""
     read = fh.read
     off = 0
     e = "<"
     ifaces: list[_Iface] = []
     number = 0
     head = magic + read(8)
-    while True:
-        if not head:
-            return
-        if len(head) < 12:
-            raise CaptureError(path, off, f"block header cut short ({len(head)} bytes left)")
-        btype = int.from_bytes(head[0:4], "little")
+    while head:
+        btype, e = _block_type(path, head, off, e)
         if btype == _SHB:
-            bom = head[8:12]
-            if bom == b"\x4d\x3c\x2b\x1a":
-                e = "<"
-            elif bom == b"\x1a\x2b\x3c\x4d":
-                e = ">"
-            else:
-                raise CaptureError(path, off, f"bad byte-order magic {bom.hex()}")
             ifaces = []
-        else:
-            (btype,) = struct.unpack_from(e + "I", head, 0)
-        (blen,) = struct.unpack_from(e + "I", head, 4)
-        if blen < 12 or blen % 4 or blen > MAX_BLOCK:
-            raise CaptureError(path, off, f"block length {blen} is invalid")
-        rest = read(blen - 12)
-        if len(rest) < blen - 12:
-            left = 12 + len(rest)
-            raise CaptureError(path, off, f"block of {blen} bytes cut short ({left} left)")
-        block = head + rest
-        (trailer,) = struct.unpack_from(e + "I", block, blen - 4)
-        if trailer != blen:
-            raise CaptureError(path, off, f"block length {blen} != trailing length {trailer}")
-        body = block[8 : blen - 4]
+        body, blen = _block_body(path, head, read, off, e)
         if btype == _IDB:
             ifaces.append(_idb(path, body, off, e))
         elif btype in (_EPB, _PB):
-            if len(body) < 20:
-                raise CaptureError(path, off, "packet block too short")
-            if btype == _EPB:
-                iface_id, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", body, 0)
-            else:
-                iface_id, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", body, 0)
-            if iface_id >= len(ifaces):
-                raise CaptureError(path, off, f"packet names interface {iface_id}, not described")
-            if 20 + caplen > len(body):
-                raise CaptureError(path, off, f"captured length {caplen} runs past its block")
-            iface = ifaces[iface_id]
-            ts = (hi << 32) | lo
-            ts_ns = ts * 1_000_000_000 // iface.units_per_s + iface.offset_s * 1_000_000_000
             number += 1
-            yield CapturedFrame(number, ts_ns, body[20 : 20 + caplen], iface.linktype)
+            yield _packet_block(path, body, off, e, btype == _EPB, ifaces, number)
         elif btype == _SPB:
-            if not ifaces:
-                raise CaptureError(path, off, "simple packet block before any interface")
-            if len(body) < 4:
-                raise CaptureError(path, off, "simple packet block too short")
-            (orig,) = struct.unpack_from(e + "I", body, 0)
-            iface = ifaces[0]
-            caplen = min(orig, iface.snaplen or orig, len(body) - 4)
             number += 1
-            yield CapturedFrame(number, 0, body[4 : 4 + caplen], iface.linktype)
+            yield _simple_packet_block(path, body, off, e, ifaces, number)
         off += blen
         head = read(12)
+
+
+def _block_type(path: str | Path, head: bytes, off: int, e: str) -> tuple[int, str]:
+    """The block's type, and the byte order from here on (a section header sets it)."""
+    if len(head) < 12:
+        raise CaptureError(path, off, f"block header cut short ({len(head)} bytes left)")
+    if int.from_bytes(head[0:4], "little") != _SHB:
+        return struct.unpack_from(e + "I", head, 0)[0], e
+    bom = head[8:12]
+    if bom == b"\x4d\x3c\x2b\x1a":
+        return _SHB, "<"
+    if bom == b"\x1a\x2b\x3c\x4d":
+        return _SHB, ">"
+    raise CaptureError(path, off, f"bad byte-order magic {bom.hex()}")
+
+
+def _block_body(
+    path: str | Path, head: bytes, read: Callable[[int], bytes], off: int, e: str
+) -> tuple[bytes, int]:
+    """The rest of the block read, its length checked against its trailer: (the body
+    between the length and the trailer, the block's length)."""
+    (blen,) = struct.unpack_from(e + "I", head, 4)
+    if blen < 12 or blen % 4 or blen > MAX_BLOCK:
+        raise CaptureError(path, off, f"block length {blen} is invalid")
+    rest = read(blen - 12)
+    if len(rest) < blen - 12:
+        left = 12 + len(rest)
+        raise CaptureError(path, off, f"block of {blen} bytes cut short ({left} left)")
+    block = head + rest
+    (trailer,) = struct.unpack_from(e + "I", block, blen - 4)
+    if trailer != blen:
+        raise CaptureError(path, off, f"block length {blen} != trailing length {trailer}")
+    return block[8 : blen - 4], blen
+
+
+def _packet_block(
+    path: str | Path, body: bytes, off: int, e: str, enhanced: bool, ifaces: list[_Iface],
+    number: int,
+) -> CapturedFrame:  # fmt: skip
+    """An enhanced (or obsolete) packet block: its interface's time units and link type."""
+    if len(body) < 20:
+        raise CaptureError(path, off, "packet block too short")
+    if enhanced:
+        iface_id, hi, lo, caplen, _orig = struct.unpack_from(e + "IIIII", body, 0)
+    else:
+        iface_id, _drops, hi, lo, caplen, _orig = struct.unpack_from(e + "HHIIII", body, 0)
+    if iface_id >= len(ifaces):
+        raise CaptureError(path, off, f"packet names interface {iface_id}, not described")
+    if 20 + caplen > len(body):
+        raise CaptureError(path, off, f"captured length {caplen} runs past its block")
+    iface = ifaces[iface_id]
+    ts = (hi << 32) | lo
+    ts_ns = ts * 1_000_000_000 // iface.units_per_s + iface.offset_s * 1_000_000_000
+    return CapturedFrame(number, ts_ns, body[20 : 20 + caplen], iface.linktype)
+
+
+def _simple_packet_block(
+    path: str | Path, body: bytes, off: int, e: str, ifaces: list[_Iface], number: int
+) -> CapturedFrame:
+    """A simple packet block: the first interface's, no timestamp."""
+    if not ifaces:
+        raise CaptureError(path, off, "simple packet block before any interface")
+    if len(body) < 4:
+        raise CaptureError(path, off, "simple packet block too short")
+    (orig,) = struct.unpack_from(e + "I", body, 0)
+    iface = ifaces[0]
+    caplen = min(orig, iface.snaplen or orig, len(body) - 4)
+    return CapturedFrame(number, 0, body[4 : 4 + caplen], iface.linktype)
 
 
 class PcapWriter:

@@ -173,6 +173,8 @@ _NAMES = tuple(row[1] for row in PDU_FIELDS)
 _MANDATORY = tuple(row[3] for row in PDU_FIELDS)
 _DEFAULTS = tuple(row[4] for row in PDU_FIELDS)
 _NFIELDS = len(PDU_FIELDS)
+#: the index of the last mandatory goosePdu field
+_LAST_MANDATORY = max(i for i, m in enumerate(_MANDATORY) if m)
 _HEADER = struct.Struct(">HHHH").unpack_from
 
 
@@ -195,59 +197,29 @@ def parse_header(buf: bytes, *, vlan: Vlan | None = None) -> GooseHeader:
 
 
 def parse_fields(buf: bytes, vlan: Vlan | None) -> list[Any]:
-    """The parse itself, returning GooseHeader's fields in order as a list, so that
-    `decode_frame` can build its own model without an intermediate object."""
+    """GooseHeader's fields in order, as a list (`decode_frame` builds its own model)."""
     if type(buf) is not bytes:
         buf = bytes(buf)
-    n = len(buf)
-    if n > MAX_FRAME:
-        raise BadLength(f"frame of {n} octets exceeds the {MAX_FRAME}-octet cap", offset=0)
-    if n < 14:
-        raise Truncated(f"Ethernet header needs 14 octets, got {n}", offset=n, path="ethernet")
-    etype = buf[12] << 8 | buf[13]
-    off = 14
+    if (n := len(buf)) > MAX_FRAME or n < 14:
+        raise _bad_size(n)
+    etype, off = buf[12] << 8 | buf[13], 14
     if etype == TPID_8021Q:
-        if n < 18:
-            raise Truncated("802.1Q tag cut short", offset=n, path="vlan")
-        tci = buf[14] << 8 | buf[15]
-        vlan = Vlan(tci & 0xFFF, tci >> 13, (tci >> 12) & 1)
-        etype = buf[16] << 8 | buf[17]
-        off = 18
-    if etype != ETHERTYPE_GOOSE:
-        raise BadValue(
-            f"EtherType 0x{etype:04x} is not GOOSE (0x88b8)", offset=off - 2, path="ethertype"
-        )
-    if n < off + 8:
-        raise Truncated("GOOSE header (APPID, Length, Reserved) cut short", offset=n, path="appid")
+        vlan, etype, off = _inline_tag(buf, n)
+    if etype != ETHERTYPE_GOOSE or n < off + 8:
+        raise _bad_ethertype(etype, off, n)
     appid, length, reserved1, reserved2 = _HEADER(buf, off)
-    if length < 8:
-        raise BadLength(f"Length {length} < 8 (the header alone)", offset=off + 2, path="length")
-    apdu_end = off + length
-    if apdu_end > n:
-        raise Truncated(
-            f"Length {length} announces {apdu_end - n} octets more than the frame has",
-            offset=off + 2,
-            path="length",
-        )
-    pos = off + 8
-    if pos >= apdu_end:
-        raise Truncated("no goosePdu after the header", offset=pos, path="goosePdu")
-    if buf[pos] != 0x61:
-        raise BadTag(f"goosePdu tag 0x{buf[pos]:02x} (want 0x61)", offset=pos, path="goosePdu")
-    try:
-        pdu_len, pos = read_length(buf, pos + 1, apdu_end)
-    except GooseError as exc:
-        raise exc.prefix_path("goosePdu") from None
-    pdu_end = pos + pdu_len
-
+    if length < 8 or (apdu_end := off + length) > n:
+        raise _bad_apdu_length(length, off, n)
+    if (pos := off + 8) >= apdu_end or buf[pos] != 0x61:
+        raise _bad_pdu_tag(buf, pos, apdu_end)
     vals: list[Any] = list(_DEFAULTS)  # one slot per goosePdu field, each its own type
     sizes = [0] * _NFIELDS
     unknown: list[UnknownField] = []
     non_canonical: tuple[str, ...] = ()
-    expect = 0
-    by_tag = _BY_TAG
-    name = "goosePdu"
+    expect, by_tag, name = 0, _BY_TAG, "goosePdu"
     try:
+        pdu_len, pos = read_length(buf, pos + 1, apdu_end)
+        pdu_end = pos + pdu_len
         while pos < pdu_end:
             tag = buf[pos]
             if pos + 1 >= pdu_end:
@@ -255,60 +227,96 @@ def parse_fields(buf: bytes, vlan: Vlan | None) -> list[Any]:
             ln = buf[pos + 1]
             if ln < 0x80:
                 start = pos + 2
-                stop = start + ln
-                if stop > pdu_end:
-                    raise Truncated(
-                        f"length {ln} runs past the end of goosePdu ({pdu_end - start} left)",
-                        offset=pos + 1,
-                    )
-            else:
+            else:  # long form: read_length checks that it fits
                 ln, start = read_length(buf, pos + 1, pdu_end)
-                stop = start + ln
+            stop = start + ln
+            if stop > pdu_end:
+                raise _bad_element_length(ln, pos, pdu_end - start)
             entry = by_tag.get(tag)
             if entry is None:
                 unknown.append(UnknownField(tag, buf[start:stop], pos))
                 pos = stop
                 continue
             i, name, reader = entry
-            if i != expect:
-                if i < expect:
-                    raise BadTag(f"{name} (0x{tag:02x}) is repeated or out of order", offset=pos)
-                for j in range(expect, i):
-                    if _MANDATORY[j]:
-                        name = _NAMES[j]
-                        raise BadTag(f"{name} is missing (found 0x{tag:02x} instead)", offset=pos)
+            if i != expect and (j := _first_missing(i, expect, name, tag, pos)) is not None:
+                name = _NAMES[j]  # the error is the missing field's
+                raise BadTag(f"{name} is missing (found 0x{tag:02x} instead)", offset=pos)
             try:
                 vals[i] = reader(buf, start, stop)
             except _TopBit as top:
-                vals[i] = top.value
-                non_canonical = (*non_canonical, name)
-            sizes[i] = stop - start
-            expect = i + 1
-            pos = stop
-        name = "goosePdu"
-        for j in range(expect, _NFIELDS):
-            if _MANDATORY[j]:
-                name = _NAMES[j]
-                raise Truncated(f"goosePdu ends before {name}", offset=pdu_end)
+                vals[i], non_canonical = top.value, (*non_canonical, name)
+            sizes[i], expect, pos = stop - start, i + 1, stop
     except GooseError as exc:
         raise exc.prefix_path(name) from None
-
+    if expect <= _LAST_MANDATORY:
+        raise _ends_early(expect, pdu_end)
     ad_start, ad_stop = vals[11]
     vals[11] = buf[ad_start:ad_stop]
-    return [
-        buf[0:6],
-        buf[6:12],
-        vlan,
-        appid,
-        length,
-        reserved1,
-        reserved2,
-        *vals,
-        ad_start,
-        tuple(unknown),
-        buf[pdu_end:apdu_end],
-        buf[apdu_end:],
-        buf,
-        sizes,
-        non_canonical,
-    ]
+    return [buf[0:6], buf[6:12], vlan, appid, length, reserved1, reserved2, *vals, ad_start,
+            tuple(unknown), buf[pdu_end:apdu_end], buf[apdu_end:], buf, sizes,
+            non_canonical]  # fmt: skip
+
+
+def _inline_tag(buf: bytes, n: int) -> tuple[Vlan, int, int]:
+    """An 802.1Q tag still in the buffer (the kernel strips it on most NICs): the tag, the
+    EtherType behind it, the offset after it."""
+    if n < 18:
+        raise Truncated("802.1Q tag cut short", offset=n, path="vlan")
+    tci = buf[14] << 8 | buf[15]
+    return Vlan(tci & 0xFFF, tci >> 13, (tci >> 12) & 1), buf[16] << 8 | buf[17], 18
+
+
+def _ends_early(expect: int, pdu_end: int) -> GooseError:
+    """goosePdu ended with a mandatory field from `expect` on still missing."""
+    name = next(_NAMES[j] for j in range(expect, _NFIELDS) if _MANDATORY[j])
+    return Truncated(f"goosePdu ends before {name}", offset=pdu_end, path=name)
+
+
+def _bad_size(n: int) -> GooseError:
+    """A frame over the cap, or shorter than an Ethernet header. (The `_bad_*` helpers
+    build `parse_fields`' errors, so its common path stays one straight function: it runs
+    for every new state.)"""
+    if n > MAX_FRAME:
+        return BadLength(f"frame of {n} octets exceeds the {MAX_FRAME}-octet cap", offset=0)
+    return Truncated(f"Ethernet header needs 14 octets, got {n}", offset=n, path="ethernet")
+
+
+def _bad_ethertype(etype: int, off: int, n: int) -> GooseError:
+    """Not GOOSE, or a GOOSE header (APPID, Length, Reserved) cut short."""
+    if etype != ETHERTYPE_GOOSE:
+        return BadValue(
+            f"EtherType 0x{etype:04x} is not GOOSE (0x88b8)", offset=off - 2, path="ethertype"
+        )
+    return Truncated("GOOSE header (APPID, Length, Reserved) cut short", offset=n, path="appid")
+
+
+def _bad_apdu_length(length: int, off: int, n: int) -> GooseError:
+    """A Length below the header's own 8 octets, or beyond the frame's end."""
+    if length < 8:
+        return BadLength(f"Length {length} < 8 (the header alone)", offset=off + 2, path="length")
+    return Truncated(
+        f"Length {length} announces {off + length - n} octets more than the frame has",
+        offset=off + 2,
+        path="length",
+    )
+
+
+def _bad_pdu_tag(buf: bytes, pos: int, apdu_end: int) -> GooseError:
+    """No goosePdu after the header, or another tag where it should start."""
+    if pos >= apdu_end:
+        return Truncated("no goosePdu after the header", offset=pos, path="goosePdu")
+    return BadTag(f"goosePdu tag 0x{buf[pos]:02x} (want 0x61)", offset=pos, path="goosePdu")
+
+
+def _bad_element_length(ln: int, pos: int, left: int) -> GooseError:
+    """An element whose short-form length runs past the end of goosePdu."""
+    return Truncated(f"length {ln} runs past the end of goosePdu ({left} left)", offset=pos + 1)
+
+
+def _first_missing(i: int, expect: int, name: str, tag: int, pos: int) -> int | None:
+    """Field `i` (`name`) found where field `expect` was due: None if only optional fields
+    were skipped, else the first mandatory field skipped; a repeated or out-of-order field
+    raises here."""
+    if i < expect:
+        raise BadTag(f"{name} (0x{tag:02x}) is repeated or out of order", offset=pos)
+    return next((j for j in range(expect, i) if _MANDATORY[j]), None)

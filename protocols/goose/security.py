@@ -311,15 +311,11 @@ def parse(buf: bytes, profile: HeaderProfile) -> Extension | None:
 
 
 def _parse_at(
-    buf: bytes,
-    off: int,
-    appid: int,
-    apdu_end: int,
-    ext_end: int,
-    profile: HeaderProfile,
-    r1: int,
-    r2: int,
-) -> Extension:
+    buf: bytes, off: int, appid: int, apdu_end: int, ext_end: int, profile: HeaderProfile,
+    r1: int, r2: int,
+) -> Extension:  # fmt: skip
+    """The SecurityExtension after the APDU (at `apdu_end`, up to `ext_end`), each element
+    checked in its order; one function, as it runs for every signed frame."""
     pos = apdu_end
     if buf[pos] != 0xA0:
         raise BadExtension(
@@ -368,16 +364,8 @@ def _parse_at(
         raise BadExtension("octets after mAC", offset=start + ln, path="mAC")
     r1c, r2c = profile.clear(r1, r2)
     head = buf[: appid + 4] + r1c.to_bytes(2, "big") + r2c.to_bytes(2, "big")
-    return Extension(
-        vals[0],
-        vals[1],
-        vals[2],
-        iv,
-        key_id,
-        buf[start:ext_end],
-        buf[off:av_end],
-        head + buf[appid + 8 : apdu_end] + buf[ext_end:],
-    )
+    return Extension(vals[0], vals[1], vals[2], iv, key_id, buf[start:ext_end], buf[off:av_end],
+                     head + buf[appid + 8 : apdu_end] + buf[ext_end:])  # fmt: skip
 
 
 def sign(

@@ -203,15 +203,7 @@ def decode(buf: bytes) -> Spdu:
     n = len(buf)
     if n < HEAD_LEN:
         raise BadSpdu(f"{n} octets, the session header needs {HEAD_LEN}", offset=n, path="SPDU")
-    fields: dict[str, int] = {}
-    offsets: dict[str, int] = {}
-    off = 0
-    for name, size in HEAD:
-        fields[name], offsets[name] = _u(buf, off, size), off
-        want = CONSTANTS.get(name)
-        if want is not None and fields[name] != want:
-            raise BadSpdu(f"{name} 0x{fields[name]:02x} (want 0x{want:02x})", offset=off, path=name)
-        off += size
+    fields, offsets, off = _head_fields(buf)
     iv_len = fields["IV length"]
     if iv_len not in (0, IV_LEN):
         raise BadSpdu(f"IV of {iv_len} octets (want 0 or 12)", offset=off - 1, path="IV length")
@@ -231,8 +223,36 @@ def decode(buf: bytes) -> Spdu:
             offset=off,
             path="payload length",
         )
-    tag: bytes | None = None
-    trailer = user_end
+    trailer, tag = _trailer(buf, key_id, user_end)
+    layout = _layout(buf, fields, offsets, iv_len, user_len, n)
+    extra_ok = layout.apdu_extra > 0
+    user = buf[user_start:user_end]
+    apdus = _elements(user, user_start, extra_ok) if key_id == 0 else ()
+    return Spdu(fields["SPDU number"], key_id, fields["TimeOfCurrentKey"],
+                _signed16(fields["TimeToNextKey"]), iv, user, buf[:trailer], buf[:user_start],
+                tag, apdus, layout.name)  # fmt: skip
+
+
+def _head_fields(buf: bytes) -> tuple[dict[str, int], dict[str, int], int]:
+    """The session and common header's fields (`HEAD`) and their offsets, the constant
+    ones checked; and the offset after them."""
+    fields: dict[str, int] = {}
+    offsets: dict[str, int] = {}
+    off = 0
+    for name, size in HEAD:
+        fields[name], offsets[name] = _u(buf, off, size), off
+        want = CONSTANTS.get(name)
+        if want is not None and fields[name] != want:
+            raise BadSpdu(f"{name} 0x{fields[name]:02x} (want 0x{want:02x})", offset=off, path=name)
+        off += size
+    return fields, offsets, off
+
+
+def _trailer(buf: bytes, key_id: int, user_end: int) -> tuple[int, bytes | None]:
+    """Where the signed octets end, and the signature: an unsecured SPDU (KeyID 0) has
+    nothing after its payload; a secured one ends in its 0x85 trailer (after optional
+    padding), or is refused, never read as unsecured."""
+    n = len(buf)
     if key_id == 0:
         if user_end != n:
             raise BadSpdu(
@@ -240,39 +260,23 @@ def decode(buf: bytes) -> Spdu:
                 offset=user_end,
                 path="trailer",
             )
-    else:
-        if trailer + 2 <= n and buf[trailer] == TAG_PADDING:
-            trailer += 2 + buf[trailer + 1]
-        if trailer + 2 > n or buf[trailer] != TAG_SIGNATURE:
-            raise BadSpdu(
-                f"secured SPDU (KeyID {key_id}) without its 0x85 trailer",
-                offset=min(trailer, n),
-                path="signature",
-            )
-        if trailer + 2 + buf[trailer + 1] != n:
-            raise BadSpdu(
-                f"signature of {buf[trailer + 1]} octets, {n - trailer - 2} present",
-                offset=trailer + 1,
-                path="signature",
-            )
-        tag = buf[trailer + 2 :]
-    layout = _layout(buf, fields, offsets, iv_len, user_len, n)
-    extra_ok = layout.apdu_extra > 0
-    user = buf[user_start:user_end]
-    apdus = _elements(user, user_start, extra_ok) if key_id == 0 else ()
-    return Spdu(
-        fields["SPDU number"],
-        key_id,
-        fields["TimeOfCurrentKey"],
-        _signed16(fields["TimeToNextKey"]),
-        iv,
-        user,
-        buf[:trailer],
-        buf[:user_start],
-        tag,
-        apdus,
-        layout.name,
-    )
+        return user_end, None
+    trailer = user_end
+    if trailer + 2 <= n and buf[trailer] == TAG_PADDING:
+        trailer += 2 + buf[trailer + 1]
+    if trailer + 2 > n or buf[trailer] != TAG_SIGNATURE:
+        raise BadSpdu(
+            f"secured SPDU (KeyID {key_id}) without its 0x85 trailer",
+            offset=min(trailer, n),
+            path="signature",
+        )
+    if trailer + 2 + buf[trailer + 1] != n:
+        raise BadSpdu(
+            f"signature of {buf[trailer + 1]} octets, {n - trailer - 2} present",
+            offset=trailer + 1,
+            path="signature",
+        )
+    return trailer, buf[trailer + 2 :]
 
 
 def _signed16(v: int) -> int:
@@ -354,15 +358,7 @@ def encode(
     encrypted with an AES-128-GCM key (which needs a fresh 12-octet `iv`: it must never
     repeat under one key)."""
     lay = LAYOUTS[layout]
-    if not apdus:
-        raise ValueError("an SPDU carries at least one APDU")
-    if not 0 <= spdu_number <= 0xFFFFFFFF:
-        raise ValueError(f"SPDU number {spdu_number} outside 0..2**32-1")
-    encrypts = key is not None and key.algorithm.encrypts
-    if key is not None and key.algorithm.gmac:
-        raise ValueError(f"{key.algorithm.name}: R-GOOSE signs with HMAC or encrypts with GCM")
-    if (iv is not None) != encrypts or (iv is not None and len(iv) != IV_LEN):
-        raise ValueError("a 12-octet IV with an AES-128-GCM key, and only with one")
+    encrypts = _check_encode_args(apdus, spdu_number, key, iv)
     iv = iv or b""
     parts: list[bytes] = []
     for i, a in enumerate(apdus):
@@ -400,6 +396,23 @@ def encode(
     body = head + user
     tag = key.mac(body, None)
     return body + bytes((TAG_SIGNATURE, len(tag))) + tag
+
+
+def _check_encode_args(
+    apdus: tuple[Apdu, ...] | list[Apdu], spdu_number: int, key: MacKey | None, iv: bytes | None
+) -> bool:
+    """`encode`'s arguments checked (ValueError saying which is wrong); True if `key`
+    encrypts."""
+    if not apdus:
+        raise ValueError("an SPDU carries at least one APDU")
+    if not 0 <= spdu_number <= 0xFFFFFFFF:
+        raise ValueError(f"SPDU number {spdu_number} outside 0..2**32-1")
+    encrypts = key is not None and key.algorithm.encrypts
+    if key is not None and key.algorithm.gmac:
+        raise ValueError(f"{key.algorithm.name}: R-GOOSE signs with HMAC or encrypts with GCM")
+    if (iv is not None) != encrypts or (iv is not None and len(iv) != IV_LEN):
+        raise ValueError("a 12-octet IV with an AES-128-GCM key, and only with one")
+    return encrypts
 
 
 # -- the bridge to the Layer-2 machines ---------------------------------------------------

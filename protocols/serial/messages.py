@@ -526,36 +526,17 @@ def decode_payload(payload: bytes, accept: frozenset[Kind] | None = None) -> Mes
             frame=payload,
         )
     if _crc.crc16(payload) != _crc.RESIDUE:
-        got = int.from_bytes(payload[-CRC_SIZE:], "big")
-        want = _crc.crc16(payload[:-CRC_SIZE])
-        raise BadCrc(
-            f"CRC-16 mismatch: frame carries 0x{got:04X}, bytes give 0x{want:04X}",
-            offset=n - CRC_SIZE,
-            frame=payload,
-        )
+        raise _crc_mismatch(payload)
     version, code, seq = HEADER.unpack_from(payload)
     head = {"seq": seq, "msg_type": code, "version": version, "frame": payload}
-    if version != VERSION:
-        raise UnknownVersion(
-            f"protocol version {version} is not supported (this side speaks {VERSION})",
-            offset=0,
-            **head,
-        )
     spec = SPECS.get(code)
-    if spec is None:
-        raise UnknownType(f"type code 0x{code:02X} is not defined", offset=1, **head)
-    if accept is not None and spec.kind not in accept:
-        raise WrongDirection(
-            f"{spec.name} is a {spec.kind.value} message, not accepted by this side",
-            offset=1,
-            **head,
-        )
-    if n != spec.size:
-        raise BadBodyLength(
-            f"{spec.name} body is {n - MIN_PAYLOAD} bytes, its layout needs {spec.body_size}",
-            offset=HEADER_SIZE,
-            **head,
-        )
+    if (
+        version != VERSION
+        or spec is None
+        or n != spec.size
+        or (accept is not None and spec.kind not in accept)
+    ):
+        raise _bad_header(version, code, spec, accept, n, head)
     values: tuple[Any, ...] | list[Any] = spec.full.unpack_from(payload)
     if spec.checked:
         values = list(values)
@@ -577,6 +558,44 @@ def decode_payload(payload: bytes, accept: frozenset[Kind] | None = None) -> Mes
                 f"{spec.name}.{spec.fields[i][0]} {why}", offset=spec.offsets[i], **head
             )
     return spec.cls(seq, *body)
+
+
+def _crc_mismatch(payload: bytes) -> BadCrc:
+    """The CRC-16 the payload carries against the one its bytes give."""
+    got = int.from_bytes(payload[-CRC_SIZE:], "big")
+    want = _crc.crc16(payload[:-CRC_SIZE])
+    return BadCrc(
+        f"CRC-16 mismatch: frame carries 0x{got:04X}, bytes give 0x{want:04X}",
+        offset=len(payload) - CRC_SIZE,
+        frame=payload,
+    )
+
+
+def _bad_header(
+    version: int, code: int, spec: Any, accept: frozenset[Kind] | None, n: int,
+    head: dict[str, Any],
+) -> LinkProtocolError:  # fmt: skip
+    """The first header check that failed, in the SPEC's order: version, type, direction,
+    body length."""
+    if version != VERSION:
+        return UnknownVersion(
+            f"protocol version {version} is not supported (this side speaks {VERSION})",
+            offset=0,
+            **head,
+        )
+    if spec is None:
+        return UnknownType(f"type code 0x{code:02X} is not defined", offset=1, **head)
+    if accept is not None and spec.kind not in accept:
+        return WrongDirection(
+            f"{spec.name} is a {spec.kind.value} message, not accepted by this side",
+            offset=1,
+            **head,
+        )
+    return BadBodyLength(
+        f"{spec.name} body is {n - MIN_PAYLOAD} bytes, its layout needs {spec.body_size}",
+        offset=HEADER_SIZE,
+        **head,
+    )
 
 
 # ---------------------------------------------------------------- errors -> NACK
