@@ -5,9 +5,8 @@ of it to change one. The product is the four folders installed under the one imp
 tests and benchmarks are not walked. A function's length is its `def` line to its last line
 (decorators aside, nested functions counted in their parent and on their own).
 
-`ALLOWED` names the functions still being split on other branches when this test was
-written, each by file and qualified name (a line number moves with every edit); an entry
-that no longer needs the exemption fails the test too, so the list only shrinks.
+There is no exemption list: a function that needs to be long (a table, a parser) is
+written as data applied by a small function instead.
 """
 
 from __future__ import annotations
@@ -21,27 +20,6 @@ ROOT = Path(__file__).resolve().parents[1]
 PRODUCT = ("controller", "protocols", "firmware_sim", "lab")
 #: a function this long or longer fails the test
 LIMIT = 60
-
-#: file and qualified name -> still >= LIMIT lines, split on another branch
-ALLOWED: frozenset[str] = frozenset(
-    {
-        "controller/engine/machine.py:Machine.dispatch",
-        "controller/engine/validate.py:_check_names",
-        "controller/goose/stream_actions.py:accept",
-        "controller/goose/subscriber.py:SubscriberBank.on_frame",
-        "controller/logic/core.py:BayController.__init__",
-        "controller/logic/reflex.py:arm",
-        "controller/shell/goose_live.py:LiveGoose.__init__",
-        "controller/shell/goose_live.py:LiveGoose.run",
-        "protocols/ethernet/bpf.py:stream_filter",
-        "protocols/ethernet/pcap.py:_read_pcapng",
-        "protocols/goose/header.py:parse_fields",
-        "protocols/goose/security.py:_parse_at",
-        "protocols/rgoose/spdu.py:decode",
-        "protocols/rgoose/spdu.py:encode",
-        "protocols/serial/messages.py:decode_payload",
-    }
-)
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> list[tuple[str, int, int]]:
@@ -75,13 +53,8 @@ def long_functions(root: Path = ROOT) -> dict[str, str]:
 
 def test_no_product_function_is_60_lines_or_more() -> None:
     found = long_functions()
-    over = sorted(where for key, where in found.items() if key not in ALLOWED)
+    over = sorted(found.values())
     assert not over, f"functions of {LIMIT} lines or more (split them):\n" + "\n".join(over)
-
-
-def test_the_allowlist_names_only_functions_still_too_long() -> None:
-    stale = sorted(ALLOWED - long_functions().keys())
-    assert not stale, "no longer too long (or gone), drop from ALLOWED:\n" + "\n".join(stale)
 
 
 @pytest.mark.parametrize("lines", [LIMIT - 1, LIMIT])
