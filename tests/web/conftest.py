@@ -194,6 +194,8 @@ class Relay:
         self.muted: list[tuple[socket.socket, socket.socket, threading.Event]] = []
         self.lock = threading.Lock()
         self.closed = False
+        #: bytes passed either way so far
+        self.forwarded = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -226,6 +228,8 @@ class Relay:
                     break
                 if not mute.is_set():
                     dst.sendall(data)
+                    with self.lock:
+                        self.forwarded += len(data)
         except OSError:
             pass
         finally:
