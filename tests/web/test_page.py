@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.procs import Sim, goosectl, sim_counts
-from tests.web.conftest import Relay, journal_seqs, shot
+from tests.web.conftest import Relay, journal_seqs, shot, timeline_seqs
 
 WAIT_MS = 15_000
 
@@ -42,9 +42,7 @@ def web_args(controller: Any, *more: str) -> list[str]:
 
 
 def page_seqs(page: Any) -> list[int]:
-    return page.eval_on_selector_all(
-        "#timeline tbody tr", "rows => rows.map(r => Number(r.dataset.seq))"
-    )
+    return timeline_seqs(page)
 
 
 def watch_connection(page: Any) -> None:

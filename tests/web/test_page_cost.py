@@ -21,7 +21,7 @@ import pytest
 
 from goosectl.controller.engine.journal import Batch, Row
 from goosectl.controller.shell.journal_store import SqliteStore
-from tests.web.conftest import Relay, journal_seqs
+from tests.web.conftest import Relay, journal_seqs, timeline_seqs
 from tests.web.test_page import WAIT_MS, expect, web_args
 
 BURST = 1000
@@ -100,9 +100,7 @@ def journal_web(start_web: Any, rows: Rows, tmp_path: Path) -> Any:
 
 
 def shown_seqs(page: Any) -> list[int]:
-    return page.eval_on_selector_all(
-        "#timeline tbody tr", "rows => rows.map(r => Number(r.dataset.seq))"
-    )
+    return timeline_seqs(page)
 
 
 def wait_shown(page: Any, want: list[int]) -> None:
@@ -116,6 +114,16 @@ def wait_shown(page: Any, want: list[int]) -> None:
     raise AssertionError(f"the timeline shows {seqs[:5]}..{seqs[-5:]} ({len(seqs)} rows)")
 
 
+def arrived(page: Any, newest: int, count: int) -> dict[str, int]:
+    """Wait (without scrolling) until the timeline's top row is `newest` and it says it has
+    `count` rows; the changes the page made to get there."""
+    expect()(page.locator("#timeline tbody tr").first).to_have_attribute(
+        "data-seq", str(newest), timeout=WAIT_MS
+    )
+    expect()(page.locator("#timeline")).to_have_attribute("aria-rowcount", str(count + 1))
+    return dict(page.evaluate("window.__changes"))
+
+
 def test_a_burst_of_a_thousand_rows_shows_every_row_in_a_few_batches(
     start_web, rows, page, tmp_path
 ) -> None:
@@ -126,19 +134,18 @@ def test_a_burst_of_a_thousand_rows_shows_every_row_in_a_few_batches(
     wait_shown(page, first[::-1])
     page.evaluate("window.__changes = {}")
     burst = rows.add(BURST)
+    # put on the page a batch at a time, not a row at a time
+    changes = arrived(page, burst[-1], BURST)
+    assert changes.get("timeline", 0) <= 10, changes
     wait_shown(page, burst[::-1])  # the newest 1,000: the burst, every row, in order
     assert burst == journal_seqs(rows.path)[-BURST:]
-    # put on the page a batch at a time, not a row at a time
-    changes = page.evaluate("window.__changes")
-    assert changes.get("timeline", 0) <= 10, changes
+
+    page.evaluate("window.__changes = {}")
     more = rows.add(300)  # a batch that pushes the oldest 300 of the burst out
+    changes = arrived(page, more[-1], BURST)
+    assert changes.get("timeline", 0) <= 10, changes
     wait_shown(page, (burst + more)[::-1][:BURST])
-    changes = page.evaluate("window.__changes")
-    assert changes.get("timeline", 0) <= 20, changes
-    # the rows displayed are the newest (the timeline is not scrolled), and every row kept
-    # is there to scroll to
-    first_shown = page.locator("#timeline tbody tr:visible").first
-    expect()(first_shown).to_have_attribute("data-seq", str(more[-1]))
+    # the oldest row kept is there to scroll to
     page.locator("#timeline-scroll").evaluate("e => { e.scrollTop = e.scrollHeight; }")
     expect()(page.locator(f"#timeline tbody tr[data-seq='{burst[300]}']")).to_be_visible()
     assert page.locator("#machine-filter option", has_text="burst").count() == 1

@@ -17,15 +17,16 @@ const machines = new Set();
 
 // rows arrive in batches (the server's, at most four a second), hundreds a second on a busy
 // bay: they are put on the page together at most four times a second (what a person can
-// follow). Every row kept is in the table, newest first; only those in and near the
-// scrolled-to part are displayed, the others `hidden` with spacers of their height above
-// and below: laying out 1,000 rows four times a second took most of a core per page.
+// follow). The page keeps the newest 1,000, newest first, and makes table rows only for
+// those in and near the part scrolled to, with spacers of the others' height above and
+// below (the table says how many rows it has, aria-rowcount, and each row its place):
+// making and laying out 1,000 rows a second took most of a core per page.
 const FLUSH_MS = 250;
-const MARGIN = 40;            // rows displayed above and below the visible ones
+const MARGIN = 20;            // rows made above and below the visible ones
+let kept = [];                // the rows kept, newest first
 let queued = [];
 let flushTimer = null;
-let rowHeight = 0;            // px, one row's (cells do not wrap), measured once displayed
-let displayed = [];           // the rows displayed now, newest first
+let rowHeight = 0;            // px, one row's (cells do not wrap), measured once shown
 
 function addRows(rows) {
   queued.push(...rows);
@@ -37,25 +38,27 @@ function addRows(rows) {
 const TEMPLATE = el("tr");
 for (let i = 0; i < 7; i++) TEMPLATE.append(el("td"));
 TEMPLATE.cells[0].className = "num";
-TEMPLATE.hidden = true;
 const ABNORMAL = /lost|mismatch|refused|withheld|failure|exceeded|io_error|rows_lost/;
 
-function rowOf(r) {
-  const tr = TEMPLATE.cloneNode(true);
+// `tr` made to show row `r` (the `index`th of the timeline), unless it does already
+function fill(tr, r, index) {
+  const place = String(index + 2);  // the header is row 1
+  if (tr.getAttribute("aria-rowindex") !== place) tr.setAttribute("aria-rowindex", place);
+  if (tr.dataset.seq === String(r.seq)) return;
   tr.dataset.seq = String(r.seq);
   tr.dataset.machine = r.machine;
   const texts = [r.seq, r.utc || `t=${r.time_ns}`, r.machine, r.event, r.source, r.target, r.detail];
-  for (let i = 0; i < 7; i++) if (texts[i] !== null && texts[i] !== undefined) tr.cells[i].textContent = String(texts[i]);
-  if (r.detail) tr.cells[6].title = String(r.detail);  // the whole text, where it is cut
-  if (ABNORMAL.test(`${r.event} ${r.target}`)) tr.cells[5].className = "abnormal";
-  return tr;
+  for (let i = 0; i < 7; i++) tr.cells[i].textContent = texts[i] === null || texts[i] === undefined ? "" : String(texts[i]);
+  tr.cells[6].title = r.detail ? String(r.detail) : "";  // the whole text, where it is cut
+  tr.cells[5].className = ABNORMAL.test(`${r.event} ${r.target}`) ? "abnormal" : "";
 }
 
 // where the timeline is scrolled to, read before the page changes anything (a read after
 // a write makes the browser lay the page out at once, then again for the frame)
 function geometry() {
   const box = $("timeline-scroll");
-  if (!rowHeight && displayed.length) rowHeight = displayed[0].getBoundingClientRect().height;
+  const first = $("timeline").tBodies[0].rows[0];
+  if (!rowHeight && first) rowHeight = first.getBoundingClientRect().height;
   return { top: box.scrollTop, view: box.clientHeight, row: rowHeight || 24 };
 }
 
@@ -64,37 +67,27 @@ function flushRows() {
   const at = geometry();
   const rows = queued;
   queued = [];
-  const batch = document.createDocumentFragment();
-  for (let i = rows.length - 1; i >= 0; i--) batch.append(rowOf(rows[i]));  // newest first
-  const body = $("timeline").tBodies[0];
-  if (rows.length >= KEEP) {
-    body.replaceChildren(batch);
-  } else {
-    body.prepend(batch);
-    if (body.rows.length > KEEP) {  // the oldest, pushed out: removed in one operation
-      const old = document.createRange();
-      old.setStartBefore(body.rows[KEEP]);
-      old.setEndAfter(body.lastElementChild);
-      old.deleteContents();
-    }
-  }
+  kept = rows.reverse().concat(kept).slice(0, KEEP);
   for (const r of rows) addMachine(r.machine);
   display(at);
 }
 
-// the rows (of the machine chosen) around the visible part displayed, the others hidden,
-// changing only the rows that move in or out
+// table rows for the kept rows (of the machine chosen) around the visible part, the rows
+// already there reused: a row that shows the same journal row is not touched
 function display(at) {
   const filter = $("machine-filter").value;
-  const all = [...$("timeline").tBodies[0].rows];
-  const rows = filter === "" ? all : all.filter((tr) => tr.dataset.machine === filter);
+  const rows = filter === "" ? kept : kept.filter((r) => r.machine === filter);
   const first = Math.max(0, Math.floor(at.top / at.row) - MARGIN);
   const last = Math.min(rows.length, Math.ceil((at.top + at.view) / at.row) + MARGIN);
-  const next = rows.slice(first, last);
-  const keep = new Set(next);
-  for (const tr of displayed) if (!keep.has(tr)) tr.hidden = true;
-  for (const tr of next) if (tr.hidden) tr.hidden = false;
-  displayed = next;
+  const body = $("timeline").tBodies[0];
+  while (body.rows.length > last - first) body.lastElementChild.remove();
+  for (let i = first; i < last; i++) {
+    const tr = body.rows[i - first] || body.appendChild(TEMPLATE.cloneNode(true));
+    fill(tr, rows[i], i);
+  }
+  const table = $("timeline");
+  const count = String(rows.length + 1);  // and the header's
+  if (table.getAttribute("aria-rowcount") !== count) table.setAttribute("aria-rowcount", count);
   spacer("timeline-before", first * at.row);
   spacer("timeline-after", (rows.length - last) * at.row);
 }
