@@ -23,6 +23,8 @@ from goosectl.controller.web.source import Controller, JournalReader
 
 #: intervals kept per stream for its sparkline
 SPARK = 60
+#: the histogram is drawn again at most this often
+HISTOGRAM_S = 5.0
 #: alarms that returned to normal, kept for the list (the newest)
 RETURNED_KEPT = 50
 
@@ -191,8 +193,24 @@ class Hub(Poller):
         self.journal = journal
         self.alarms = AlarmBook()
         self.retrans = Retransmissions()
-        self._svg_n = -1
+        self._drawn: list[Any] = []
+        self._drawn_t = 0.0
+        #: which drawing `svg` is (0: none yet); a page fetches the image when it moves
+        self.histogram = 0
         self._limit_seq = 0
+
+    def _histogram(self, trips: list[Any], t: float) -> None:
+        """Drawn again when the latencies changed (the controller keeps its last 256, so
+        their count stops moving once it has them), at most every HISTOGRAM_S: a page
+        fetches and paints each drawing, and a person reads a histogram, not its frames."""
+        if not trips or trips == self._drawn or t - self._drawn_t < HISTOGRAM_S:
+            return
+        self._drawn, self._drawn_t = trips, t
+        self.svg = render_svg(
+            {"frame in -> command to the device": [int(x) for x in trips]},
+            "trip and close latency (the controller's last ones)",
+        )
+        self.histogram += 1
 
     def poll(self) -> None:
         status = self.controller.ask({"op": "controller"})
@@ -212,12 +230,7 @@ class Hub(Poller):
             self._limit_seq = max(self._limit_seq, top)
         self.retrans.update(status.get("streams", []) if status.get("ok") else [], t)
         trips = status.get("trip_latency_ns") or []
-        if trips and len(trips) != self._svg_n:
-            self._svg_n = len(trips)
-            self.svg = render_svg(
-                {"frame in -> command to the device": [int(x) for x in trips]},
-                "trip and close latency (the controller's last ones)",
-            )
+        self._histogram(trips, t)
         self.payload = {
             "controller": status,
             "sessions": listing.get("sessions", []) if listing.get("ok") else [],
@@ -225,6 +238,7 @@ class Hub(Poller):
             "alarms": self.alarms.rows(),
             "retransmission_ms": self.retrans.view(),
             "trips": len(trips),
+            "histogram": self.histogram,
             "journal_error": self.journal.error,
             "polled": _utc(t),
         }

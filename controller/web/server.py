@@ -39,8 +39,9 @@ from goosectl.controller.web.source import Controller, JournalReader
 BACKLOG = 1000
 #: a heartbeat at least this often, so a page notices a dead stream within its watchdog
 HEARTBEAT_S = 2.0
-#: how often an open stream looks for new journal rows
-JOURNAL_POLL_S = 0.2
+#: how often an open stream looks for new journal rows: at most four batches a second, as
+#: often as a person can follow a table that changes
+JOURNAL_POLL_S = 0.25
 #: open event streams at most (each holds a thread and a journal connection)
 MAX_STREAMS = 32
 MAX_BODY = 4096
@@ -479,21 +480,23 @@ class Handler(BaseHTTPRequestHandler):
     def _stream(
         self, reader: JournalReader | FleetJournal | _NoRows, after: int | None, key: str | None
     ) -> None:
+        """New journal rows as one event per batch, read at most every JOURNAL_POLL_S once
+        the backlog is sent (a busy bay journals hundreds of rows a second: a page that
+        took each as an event of its own spent its CPU on events, not on what a person
+        sees), the snapshot whenever the poller has a new one, and a heartbeat."""
         hub = self.server.hub
         self._write("retry: 1000\n\n")
         rows = reader.after(after, BACKLOG) if after is not None else reader.last(BACKLOG)
         last = after or 0
         seen = -1
         beat = time.monotonic()
+        due = beat + JOURNAL_POLL_S  # when the journal is read next
         while not hub.stopped:
-            while rows:
-                out = []
-                for r in rows:
-                    out.append(f"id: {r['seq']}\nevent: journal\ndata: {json.dumps(r)}\n\n")
-                    last = r["seq"]
-                self._write("".join(out))
+            while rows:  # a backlog goes out at once, a batch of BACKLOG rows an event
+                last = rows[-1]["seq"]
+                self._write(f"id: {last}\nevent: journal\ndata: {json.dumps(rows)}\n\n")
                 beat = time.monotonic()
-                rows = reader.after(last, BACKLOG)
+                rows = reader.after(last, BACKLOG) if len(rows) == BACKLOG else []
             if hub.version != seen:
                 seen = hub.version
                 payload = json.dumps(hub.payload_of(key), default=str)
@@ -504,8 +507,10 @@ class Handler(BaseHTTPRequestHandler):
                 beat = time.monotonic()
             with hub.cond:
                 if hub.version == seen:
-                    hub.cond.wait(JOURNAL_POLL_S)
-            rows = reader.after(last, BACKLOG)
+                    hub.cond.wait(max(0.0, due - time.monotonic()))
+            if time.monotonic() >= due:
+                rows = reader.after(last, BACKLOG)
+                due = time.monotonic() + JOURNAL_POLL_S
 
 
 class _NoRows:

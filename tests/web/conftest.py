@@ -134,6 +134,44 @@ def controller(tmp_path: Path, sim: Sim) -> Iterator[Controller]:
             c.proc.wait(timeout=30)
 
 
+#: the timeline's rows as a person reads them: scrolled through from the top (the page makes
+#: table rows only for the part scrolled to), each time to the last row the page made, until
+#: it has made the row after it, to the last of the rows the table says it has; in their
+#: place's order (aria-rowindex)
+TIMELINE_SEQS = """async () => {
+  const box = document.getElementById('timeline-scroll');
+  const frame = () => new Promise((ok) => requestAnimationFrame(ok));
+  const rows = () => document.querySelectorAll('#timeline tbody tr');
+  const place = (tr) => Number(tr.getAttribute('aria-rowindex'));
+  const seen = new Map();
+  box.scrollTop = 0;
+  for (let i = 0; i < 3; i++) await frame();
+  for (let step = 0; step < 200; step++) {
+    const made = rows();
+    for (const tr of made) seen.set(place(tr), Number(tr.dataset.seq));
+    if (!made.length) break;
+    const last = made[made.length - 1];
+    const end = place(last);
+    const count = Number(document.getElementById('timeline').getAttribute('aria-rowcount'));
+    if (end >= count) break;  // the last row (the header is the first of the count)
+    box.scrollTop += last.getBoundingClientRect().top - box.getBoundingClientRect().top;
+    for (let i = 0; i < 60; i++) {
+      await frame();
+      const now = rows();
+      if (now.length && place(now[now.length - 1]) > end) break;
+    }
+  }
+  box.scrollTop = 0;
+  for (let i = 0; i < 3; i++) await frame();
+  return [...seen.entries()].sort((a, b) => a[0] - b[0]).map(([, seq]) => seq);
+}"""
+
+
+def timeline_seqs(page: Any) -> list[int]:
+    """The seq of every row on the page's timeline, newest first."""
+    return list(page.evaluate(TIMELINE_SEQS))
+
+
 def journal_seqs(path: Path) -> list[int]:
     """Every sequence number the journal holds, as another reader sees it."""
     db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -194,6 +232,8 @@ class Relay:
         self.muted: list[tuple[socket.socket, socket.socket, threading.Event]] = []
         self.lock = threading.Lock()
         self.closed = False
+        #: bytes passed either way so far
+        self.forwarded = 0
         threading.Thread(target=self._accept, daemon=True).start()
 
     @property
@@ -226,6 +266,8 @@ class Relay:
                     break
                 if not mute.is_set():
                     dst.sendall(data)
+                    with self.lock:
+                        self.forwarded += len(data)
         except OSError:
             pass
         finally:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.support.procs import goosectl
-from tests.web.conftest import shot
+from tests.web.conftest import shot, timeline_seqs
 
 WAIT_MS = 15_000
 HOSTILE = "<img src=x onerror=alert(1)>"
@@ -105,7 +105,10 @@ def test_fleet_page_and_a_bay_from_the_store(controller, start_web, page, tmp_pa
     page.click("#bays a >> text=north/bay1")
     expect(page.locator("#title")).to_have_text("goosectl bay north/bay1", timeout=WAIT_MS)
     expect(page.locator("#breaker")).to_have_text("open", timeout=WAIT_MS)
-    expect(page.locator("#timeline tbody tr")).to_have_count(len(rows), timeout=WAIT_MS)
+    expect(page.locator("#timeline")).to_have_attribute(
+        "aria-rowcount", str(len(rows) + 1), timeout=WAIT_MS
+    )
+    assert timeline_seqs(page) == [r[0] for r in rows][::-1]  # every row, newest first
     expect(page.locator("#role")).to_contain_text("read-only")
 
     # the collector stores a new row and a new state: the page follows

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from tests.support.procs import Sim, goosectl, sim_counts
-from tests.web.conftest import Relay, journal_seqs, shot
+from tests.web.conftest import Relay, journal_seqs, shot, timeline_seqs
 
 WAIT_MS = 15_000
 
@@ -42,9 +42,7 @@ def web_args(controller: Any, *more: str) -> list[str]:
 
 
 def page_seqs(page: Any) -> list[int]:
-    return page.eval_on_selector_all(
-        "#timeline tbody tr", "rows => rows.map(r => Number(r.dataset.seq))"
-    )
+    return timeline_seqs(page)
 
 
 def watch_connection(page: Any) -> None:
@@ -82,6 +80,16 @@ def wait_timeline_equals_journal(page: Any, journal: Path) -> list[int]:
         last = (shown, rows)
         page.wait_for_timeout(500)
     raise AssertionError(f"page rows {last[0][-20:]} != journal rows {last[1][-20:]}")
+
+
+def wait_on_timeline(page: Any, seq: int) -> None:
+    """Poll until row `seq` is on the page's timeline (scrolled to, wherever it is: rows
+    journaled after it push it down)."""
+    for _ in range(60):
+        if seq in page_seqs(page):
+            return
+        page.wait_for_timeout(250)
+    raise AssertionError(f"row {seq} never reached the timeline: {page_seqs(page)[:20]}")
 
 
 def wait_for_row(journal: Path, machine: str, target: str, after: int) -> int:
@@ -169,9 +177,7 @@ def test_timeline_survives_a_killed_server_and_a_stalled_stream(
         start_web(*web_args(controller)[:-1], f"127.0.0.1:{port}")
         expect()(page.locator("#conn")).to_have_text("connected", timeout=WAIT_MS)
         expect()(page.locator("#breaker")).to_have_text("closed", timeout=WAIT_MS)
-        expect()(page.locator(f"#timeline tbody tr[data-seq='{closed}']")).to_be_visible(
-            timeout=WAIT_MS
-        )
+        wait_on_timeline(page, closed)
         first = wait_timeline_equals_journal(page, journal)
         assert first[-1] >= closed and before[-1] in first  # the close's rows, none lost
 
@@ -185,9 +191,7 @@ def test_timeline_survives_a_killed_server_and_a_stalled_stream(
         # the status says open as soon as the bay is; its rows reach the file with the
         # writer's next commit: compare once the trip's rows are there
         opened = wait_for_row(journal, "bay", "open", after=first[-1])
-        expect()(page.locator(f"#timeline tbody tr[data-seq='{opened}']")).to_be_visible(
-            timeout=WAIT_MS
-        )
+        wait_on_timeline(page, opened)
         second = wait_timeline_equals_journal(page, journal)
         assert second[-1] >= opened > first[-1]
         assert second[0] == journal_seqs(journal)[0]  # from the first row: nothing lost

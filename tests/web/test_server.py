@@ -138,8 +138,10 @@ def _journal_ids(port: int, headers: dict[str, str], path: str = "/events") -> l
                 key, _, value = line.partition(": ")
                 event[key] = value
                 continue
-            if event.get("event") == "journal":
-                ids.append(int(event["id"]))
+            if event.get("event") == "journal":  # a batch of rows, its id the last one's
+                batch = [int(r["seq"]) for r in json.loads(event["data"])]
+                assert batch and int(event["id"]) == batch[-1], event
+                ids.extend(batch)
             elif event.get("event") == "state":
                 return ids
             event = {}
