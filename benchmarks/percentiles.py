@@ -179,7 +179,7 @@ def format_table() -> str:
 
 
 #: Set (to 1) on a host meant for measuring (an isolated core, nothing else running): an
-#: unmet budget fails the run. Unset, as on shared CI runners, it is reported as an
+#: unmet budget fails the run. Unset, as on shared CI schedulers, it is reported as an
 #: expected failure that names the numbers; the 4 ms hard limit fails the run either way.
 ENFORCE_BUDGETS = "GOOSECTL_ENFORCE_BUDGETS"
 

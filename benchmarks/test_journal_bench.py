@@ -52,11 +52,11 @@ def paced_loop(journal: Journal, table: Table, seconds: float, enough=lambda: Tr
     """Run the loop for `seconds`, and on until 1,000 flushes and `enough()` (a loaded
     machine falls behind the pace); returns (all maybe_flush times, flushing ones, wake
     lateness) in ns."""
-    runner = Scheduler(journal)
+    scheduler = Scheduler(journal)
     clock = time.monotonic_ns
     now = clock()
     for i in range(MACHINES):
-        runner.start(table.new(f"m{i}"), now)
+        scheduler.start(table.new(f"m{i}"), now)
     gc.collect()
     gc.freeze()
     period = 1_000_000_000 // RATE_HZ
@@ -72,7 +72,7 @@ def paced_loop(journal: Journal, table: Table, seconds: float, enough=lambda: Tr
             if now >= end and len(flushing) >= 1000 and enough():
                 break
             late.append(max(0, now - target))
-            runner.feed(f"m{i % MACHINES}", events[(i // MACHINES) % 2], now)
+            scheduler.feed(f"m{i % MACHINES}", events[(i // MACHINES) % 2], now)
             before = journal.flushes
             a = timer()
             journal.maybe_flush(now)
@@ -148,10 +148,10 @@ def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_p
     }
     journals = {m: open_journal(tmp_path / f"{m}.sqlite", durability="step") for m in names}
     syncer = WalSyncer(journals["thread"]).start()
-    runners = {}
+    schedulers = {}
     for mode, journal in journals.items():
-        runners[mode] = Scheduler(journal)
-        runners[mode].start(table.new("s"), 0)
+        schedulers[mode] = Scheduler(journal)
+        schedulers[mode].start(table.new("s"), 0)
         journal.flush(0)
     times: dict[str, list[int]] = {m: [] for m in names}
     timer = time.perf_counter_ns
@@ -160,7 +160,7 @@ def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_p
         for mode, journal in journals.items():
             for i in range(first, min(n, first + block)):
                 now = (i + 1) * 1_000_000
-                runners[mode].feed("s", ("job", "done")[i % 2], now, input_pos=i)
+                schedulers[mode].feed("s", ("job", "done")[i % 2], now, input_pos=i)
                 a = timer()
                 journal.flush(now)
                 times[mode].append(timer() - a)

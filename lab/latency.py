@@ -125,7 +125,7 @@ class TripBench:
     def _trip_frame(self, value: bool, t: int) -> bytes:
         """The protection IED's new state (its due retransmissions are delivered first)."""
         self._run_until(t)
-        self.ied.runner.feed(
+        self.ied.scheduler.feed(
             self.ied_id, "publish", t, ((Boolean(value), Quality().to_bitstring()), t)
         )
         return self.ied.drain()[-1].data

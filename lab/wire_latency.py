@@ -257,7 +257,7 @@ class WireTrip:
                 self.sock.send(e.data)
 
     def _publish(self, name: str, values: tuple) -> int:
-        self.hub.runner.feed(
+        self.hub.scheduler.feed(
             self.ids[name], "publish", time.monotonic_ns(), (values, time.time_ns())
         )
         out = self.hub.drain()

@@ -92,7 +92,7 @@ class AgentBay:
             self.tools.execute(held, now_ns)
         # one input for the sessions' scheduler: tools and sessions that keep answering
         # each other without time passing end in its guard's RunawayError
-        guard = self.service.runner.guard
+        guard = self.service.scheduler.guard
         guard.enter()
         try:
             while True:

@@ -52,8 +52,8 @@ def ids(sid: str) -> dict[str, str]:
 class SessionLayers:
     """The layers of every session, beside the service's scheduler (its workflows)."""
 
-    def __init__(self, runner: Scheduler, journal: Journal | None) -> None:
-        self.runner = runner
+    def __init__(self, scheduler: Scheduler, journal: Journal | None) -> None:
+        self.scheduler = scheduler
         self.journal = journal
         #: the phase, flow and host machines of every session in memory, by id
         self.machines: dict[str, Machine] = {}
@@ -63,7 +63,7 @@ class SessionLayers:
         #: `_on_step`), and how many in all
         self.refused: deque[str] = deque(maxlen=64)
         self.refused_total = 0
-        runner.on_step = self._on_step
+        scheduler.on_step = self._on_step
 
     # -- building -------------------------------------------------------------------------
 
@@ -96,7 +96,7 @@ class SessionLayers:
         machines[ids(sid)["flow"]] = _derived(proc.flow, sid, "flow", _flow_view(phase, step))
         machines[ids(sid)["host"]] = _derived(HOST_TABLE, sid, "host", host_view(phase))
         if with_workflow:
-            self.runner.machines[ids(sid)["workflow"]] = _derived(proc.table, sid, "wf", step)
+            self.scheduler.machines[ids(sid)["workflow"]] = _derived(proc.table, sid, "wf", step)
 
     def forget(self, sid: str) -> None:
         self.procedures.pop(sid, None)
@@ -111,7 +111,7 @@ class SessionLayers:
 
     def _record(self, machine: Machine, step: Step, now_ns: int) -> None:
         if self.journal is not None:
-            self.journal.record(machine, step, now_ns, self.runner.last_input)
+            self.journal.record(machine, step, now_ns, self.scheduler.last_input)
 
     # -- views ----------------------------------------------------------------------------
 
@@ -128,7 +128,7 @@ class SessionLayers:
         out: dict[str, Any] = {
             "phase": phase.state,
             "flow": self.machines[at["flow"]].state,
-            "workflow": self.runner.machines[at["workflow"]].state,
+            "workflow": self.scheduler.machines[at["workflow"]].state,
             "host": self.host(sid),
         }
         out["aborted"] = phase.ctx["aborted"]

@@ -114,14 +114,14 @@ class AgentService:
         self.finished: deque[str] = deque()
         self.table = Table.load(TABLE, names=(SessionStates, SessionFields))
         self.journal = journal
-        self.runner = Scheduler(
+        self.scheduler = Scheduler(
             journal,
             {Plan: self._plan_effect, Respond: self._respond},
             default=self._output,
             limit=RUNAWAY_STEPS,
         )
         #: every session's four layers, on the same scheduler (see `controller/agent/layers.py`)
-        self.layers = SessionLayers(self.runner, journal)
+        self.layers = SessionLayers(self.scheduler, journal)
         #: workflow moves the flow whitelist refused (each ended its session)
         self.flow_refused = 0
         self.sessions: dict[str, Session] = {}
@@ -144,7 +144,7 @@ class AgentService:
         s = self.sessions.get(e.session)
         if s is not None:
             s.responses.append(e)
-        if self.runner.machines[machine_id].state in (S.RESPONDING, S.TOOL_FAILED_FATAL):
+        if self.scheduler.machines[machine_id].state in (S.RESPONDING, S.TOOL_FAILED_FATAL):
             self._responded.append(e.session)
 
     def _output(self, machine_id: str, e: Any, now_ns: int) -> None:
@@ -154,14 +154,14 @@ class AgentService:
         """Run what the last dispatch asked for, then make it all durable. One input: the
         scheduler's guard stays entered, so sessions that keep planning end in
         `RunawayError` naming their machines."""
-        guard = self.runner.guard
+        guard = self.scheduler.guard
         guard.enter()
         try:
             while self._plans or self._responded:
                 while self._plans:
                     self._plan(self._plans.popleft(), now_ns)
                 while self._responded:
-                    self.runner.feed(self._responded.popleft(), "responded", now_ns)
+                    self.scheduler.feed(self._responded.popleft(), "responded", now_ns)
         finally:
             guard.exit()
         self._release_finished(now_ns)
@@ -179,10 +179,10 @@ class AgentService:
         return out
 
     def next_deadline(self) -> int | None:
-        return self.runner.timers.next_deadline()
+        return self.scheduler.timers.next_deadline()
 
     def loop(self, sid: str) -> Machine:
-        return self.runner.machines[sid]
+        return self.scheduler.machines[sid]
 
     # -- the workflow ---------------------------------------------------------------------
 
@@ -205,22 +205,22 @@ class AgentService:
 
     def _plan(self, p: Plan, now_ns: int) -> None:
         s = self.sessions[p.session]
-        wf = self.runner.machines[f"{p.session}/wf"]
+        wf = self.scheduler.machines[f"{p.session}/wf"]
         desc = None
         if p.outcome == "start":
             desc = self._describe(s, wf.state)
         else:
             event = "failed" if p.outcome == "failed" else "done"
             if event in wf.table.rows[wf.state]:
-                self.runner.feed(wf.id, event, now_ns, p.outcome)
+                self.scheduler.feed(wf.id, event, now_ns, p.outcome)
                 try:
                     self.layers.move(p.session, wf.state, now_ns)
                 except FlowRefused as exc:
                     self.flow_refused += 1
-                    self.runner.feed(p.session, "abort", now_ns, str(exc))
+                    self.scheduler.feed(p.session, "abort", now_ns, str(exc))
                     return
                 desc = self._describe(s, wf.state)
-        self.runner.feed(p.session, "planned", now_ns, desc)
+        self.scheduler.feed(p.session, "planned", now_ns, desc)
 
     # -- requests -------------------------------------------------------------------------
 
@@ -301,12 +301,12 @@ class AgentService:
         sid = f"s{self.count}"
         self.sessions[sid] = Session(sid, proc, bound, equipment)
         self.open.add(sid)
-        self.runner.start(
+        self.scheduler.start(
             self.table.new(sid, session=sid, confirm_timeout_ms=self.confirm_timeout_ms), now_ns
         )
-        self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
+        self.scheduler.start(proc.table.new(f"{sid}/wf"), now_ns)
         self.layers.begin(sid, proc, now_ns)
-        self.runner.feed(sid, "request", now_ns, _request_payload(proc, bound, equipment))
+        self.scheduler.feed(sid, "request", now_ns, _request_payload(proc, bound, equipment))
         queued = any(e in self.locks for e in equipment)
         if queued:
             self.queued.append(sid)
@@ -338,10 +338,10 @@ class AgentService:
                 del self.locks[e]
         equipment = proc.equipment(bound)
         self.sessions[sid] = Session(sid, proc, bound, equipment)
-        self.runner.feed(sid, "interrupt", now_ns, _request_payload(proc, bound, equipment))
-        self.runner.machines.pop(f"{sid}/wf", None)
-        self.runner.timers.cancel_machine(f"{sid}/wf")
-        self.runner.start(proc.table.new(f"{sid}/wf"), now_ns)
+        self.scheduler.feed(sid, "interrupt", now_ns, _request_payload(proc, bound, equipment))
+        self.scheduler.machines.pop(f"{sid}/wf", None)
+        self.scheduler.timers.cancel_machine(f"{sid}/wf")
+        self.scheduler.start(proc.table.new(f"{sid}/wf"), now_ns)
         self.layers.redirect(sid, proc, now_ns)
         if any(e in self.locks for e in equipment):
             self.queued.append(sid)
@@ -359,7 +359,7 @@ class AgentService:
     def _accept(self, sid: str, now_ns: int) -> None:
         for e in self.sessions[sid].equipment:
             self.locks[e] = sid
-        self.runner.feed(sid, "accepted", now_ns)
+        self.scheduler.feed(sid, "accepted", now_ns)
 
     def _release_finished(self, now_ns: int) -> None:
         ended = [sid for sid in self.open if self.loop(sid).state in FINAL]
@@ -384,8 +384,8 @@ class AgentService:
         """Let an ended session go from memory; the journal keeps its history."""
         self.sessions.pop(sid, None)
         for mid in (sid, f"{sid}/wf"):
-            self.runner.machines.pop(mid, None)
-            self.runner.timers.cancel_machine(mid)
+            self.scheduler.machines.pop(mid, None)
+            self.scheduler.timers.cancel_machine(mid)
         self.layers.forget(sid)
 
     def known(self, sid: str) -> bool:
@@ -397,7 +397,7 @@ class AgentService:
             return {"ok": False, "error": f"no session {sid!r}"}
         m = self.loop(sid)
         before = m.state
-        step = self.runner.feed(sid, event, now_ns, payload)
+        step = self.scheduler.feed(sid, event, now_ns, payload)
         self._settle(now_ns)
         if step.ignored:
             return {"ok": False, "error": f"session {sid} is {before}: {event} does not apply"}
@@ -440,7 +440,7 @@ class AgentService:
         return self._input(sid, "tool_failed", now_ns, payload)
 
     def advance(self, now_ns: int) -> None:
-        if self.runner.advance(now_ns):
+        if self.scheduler.advance(now_ns):
             self._settle(now_ns)
 
     # -- views ----------------------------------------------------------------------------
@@ -455,7 +455,7 @@ class AgentService:
                     )
                 raise KeyError(f"no session {sid!r}")
             s, m = self.sessions[sid], self.loop(sid)
-            wf = self.runner.machines[f"{sid}/wf"]
+            wf = self.scheduler.machines[f"{sid}/wf"]
             return {
                 "session": sid,
                 "procedure": s.procedure.name,
@@ -476,7 +476,7 @@ class AgentService:
                 "session": k,
                 "procedure": s.procedure.name,
                 "state": self.loop(k).state,
-                "step": self.runner.machines[f"{k}/wf"].state,
+                "step": self.scheduler.machines[f"{k}/wf"].state,
                 "host": self.layers.host(k),
             }
             for k, s in self.sessions.items()
@@ -530,7 +530,7 @@ class AgentService:
         ids = [m for m in self.journal.checkpoints() if "/" not in m]
         texts = self.journal.texts()
         for sid in sorted(ids, key=lambda x: int(x[1:]) if x[1:].isdigit() else 0):
-            loop, _ = self.runner.resume_or_start(self.table, sid, now_ns)
+            loop, _ = self.scheduler.resume_or_start(self.table, sid, now_ns)
             req = loop.ctx[SessionFields.REQUEST]
             if req is None:
                 continue

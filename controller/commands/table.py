@@ -220,14 +220,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     run = _TableRun(open_journal(args.journal, durability=args.durability))
     mid = args.machine or table.name
     start_ns = events[0][0] if events else 0
-    _, resumed_at = run.runner.resume_or_start(table, mid, start_ns)
+    _, resumed_at = run.scheduler.resume_or_start(table, mid, start_ns)
     run.printed = run.journal.seq if resumed_at is not None else 0
     seq_at_start = run.printed
     rejected = run.feed(mid, events, resumed_at)
     end_ns = events[-1][0] if events else 0
     if args.until_ms is not None:
         end_ns = round(args.until_ms * 1_000_000)
-        run.runner.advance(end_ns)
+        run.scheduler.advance(end_ns)
     run.emit(True, end_ns)
     run.journal.close()
     if resumed_at is not None and run.printed == seq_at_start and resumed_at >= len(events) - 1:
@@ -238,7 +238,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             args.journal,
             args.events,
             mid,
-            run.runner.machines[mid].state,
+            run.scheduler.machines[mid].state,
         )
     if rejected:
         print(f"{rejected} event(s) rejected", file=sys.stderr)
@@ -251,8 +251,8 @@ class _TableRun:
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
-        self.runner = Scheduler(journal)
-        self.runner.on_step = self.remember
+        self.scheduler = Scheduler(journal)
+        self.scheduler.on_step = self.remember
         #: journal seq -> the JSON effects of its step, until the row is printed
         self.effects: dict[int, list] = {}
         #: the last seq printed
@@ -269,11 +269,11 @@ class _TableRun:
             if resumed_at is not None and pos <= resumed_at:
                 continue
             try:
-                self.runner.feed(mid, event, t, payload, input_pos=pos)
+                self.scheduler.feed(mid, event, t, payload, input_pos=pos)
             except RejectedEvent as exc:
                 rejected += 1
                 # A rejected input is still consumed: record it so a resume moves past it.
-                machine = self.runner.machines[mid]
+                machine = self.scheduler.machines[mid]
                 self.journal.record(machine, Step(machine.state), t, pos)
                 print(json.dumps({"input": pos, "rejected": str(exc)}), file=sys.stderr)
             self.emit(False, t)

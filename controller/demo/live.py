@@ -130,7 +130,7 @@ class _Substation:
             self.prot.publish(self.values)
             self.sent_prot = now
         else:
-            self.hub.runner.feed(
+            self.hub.scheduler.feed(
                 f"pub:{SCADA}", "publish", time.monotonic_ns(), ((Boolean(value),), time.time_ns())
             )
             self.send(self.hub.drain())

@@ -277,7 +277,7 @@ class Serving:
 
         self.wire = wire
         #: committed as time passes, as `run`'s loop does, so a reader (the page) sees rows
-        self.journal = host.bay.runner.journal
+        self.journal = host.bay.scheduler.journal
         self.sel = selectors.DefaultSelector()
         handler = controller_ops(
             host.bay,

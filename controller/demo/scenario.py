@@ -324,7 +324,7 @@ class _Recorder:
                 self.keep(e, t)
 
     def publish(self, name: str, values: tuple, t: int) -> None:
-        self.hub.runner.feed(self.by_name[name].id, "publish", t, (values, t))
+        self.hub.scheduler.feed(self.by_name[name].id, "publish", t, (values, t))
         self.emit(self.hub.drain(), t)
 
     def run_until(self, t: int) -> None:

@@ -379,7 +379,7 @@ class Journal:
         self.seq = store.last_seq()
         #: batches committed inline or handed to the writer
         self.flushes = 0
-        #: Who owns the armed timers (the runner's heap): asked at flush time, so a checkpoint
+        #: Who owns the armed timers (the scheduler's heap): asked at flush time, so a checkpoint
         #: holds the timers exactly as they were after the machine's last recorded step.
         self.timer_source: Callable[[str], list[dict[str, Any]]] = lambda _machine: []
         #: the writer of a `group` journal (None: commits inline), see `attach`

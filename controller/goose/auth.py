@@ -183,13 +183,13 @@ class AuthGate:
 
     def __init__(
         self,
-        runner: Scheduler,
+        scheduler: Scheduler,
         subscriptions: list[SubscriptionCfg],
         keys: KeyFile | None,
         profile: str = DEFAULT_PROFILE,
         default: str = "off",
     ) -> None:
-        self.runner = runner
+        self.scheduler = scheduler
         self.keys = keys
         self.profile = PROFILES[profile]
         self.utc_offset_ns = 0
@@ -352,8 +352,8 @@ class AuthGate:
     def _feed(self, pol: Policy, event: str, now_ns: int, payload: Any) -> None:
         if pol.machine is None:
             pol.machine = self.table.new(f"auth:{pol.stream}", stream=pol.stream)
-            self.runner.start(pol.machine, now_ns)
-        self.runner.feed(pol.machine.id, event, now_ns, payload)
+            self.scheduler.start(pol.machine, now_ns)
+        self.scheduler.feed(pol.machine.id, event, now_ns, payload)
 
     def counters(self) -> dict[str, Any]:
         """Per subscription: policy, verified and refused counts per reason, state."""

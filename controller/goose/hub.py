@@ -38,7 +38,7 @@ class GooseHub:
         self,
         config: GooseConfig | None = None,
         journal: Journal | None = None,
-        runner: Scheduler | None = None,
+        scheduler: Scheduler | None = None,
         simulation: bool = False,
         keys: KeyFile | None = None,
         auth_default: str = "off",
@@ -46,11 +46,11 @@ class GooseHub:
         """`keys`: the loaded key file (`goose.keys`); `auth_default`: the policy of frames
         of no configured subscription (`listen --keys` reports every frame's verdict)."""
         config = config or GooseConfig()
-        self.runner = runner or Scheduler(journal)
+        self.scheduler = scheduler or Scheduler(journal)
         self.out: list[Any] = []
         # every other effect (a bay's or an input machine's on a shared scheduler) is a
         # report for whoever drains the hub
-        self.runner.route(
+        self.scheduler.route(
             {
                 Transmit: self._transmit,
                 StreamState: self._stream_state,
@@ -59,13 +59,13 @@ class GooseHub:
             default=self._report,
         )
         self.bank = SubscriberBank(
-            self.runner,
+            self.scheduler,
             config.subscriptions,
             simulation=simulation,
             max_streams=config.max_streams,
             receive=config.receive,
             auth=AuthGate(
-                self.runner, config.subscriptions, keys, config.auth_profile, auth_default
+                self.scheduler, config.subscriptions, keys, config.auth_profile, auth_default
             ),
         )
         self.publishers: dict[str, Publisher] = {}
@@ -124,9 +124,9 @@ class GooseHub:
         """Start every publisher with its initial values (its first state, stNum 1);
         `muted`: the controller starts in mode off, nothing is sent until `mute(False)`."""
         for pub in self.publishers.values():
-            self.runner.start(pub.machine(self._pub_table, muted), now_ns)
+            self.scheduler.start(pub.machine(self._pub_table, muted), now_ns)
             if pub.cfg.initial:
-                self.runner.feed(pub.id, "publish", now_ns, (pub.initial_values(), utc_ns))
+                self.scheduler.feed(pub.id, "publish", now_ns, (pub.initial_values(), utc_ns))
         self._started = True
         return self.drain()
 
@@ -176,13 +176,13 @@ class GooseHub:
         pub = self.by_gocb.get(gocb_ref)
         if pub is None:
             raise KeyError(f"no publisher for gocbRef {gocb_ref!r}")
-        self.runner.feed(pub.id, "publish", now_ns, (tuple(values), utc_ns))
+        self.scheduler.feed(pub.id, "publish", now_ns, (tuple(values), utc_ns))
         return self.drain()
 
     def skip_states(self, gocb_ref: str, by: int, now_ns: int) -> list[Any]:
         """The publisher's next new state jumps `by` stNums instead of one (a test set's
         missed-state injection, `publish --stnum-jump`)."""
-        self.runner.feed(self.by_gocb[gocb_ref].id, "skip_states", now_ns, by)
+        self.scheduler.feed(self.by_gocb[gocb_ref].id, "skip_states", now_ns, by)
         return self.drain()
 
     def set_simulation(self, on: bool, now_ns: int) -> list[Any]:
@@ -193,8 +193,8 @@ class GooseHub:
     def mute(self, muted: bool, now_ns: int) -> list[Any]:
         """Stop (or resume) every publisher's frames: the controller's mode is `off`."""
         for pub in self.publishers.values():
-            if pub.id in self.runner.machines:
-                self.runner.feed(pub.id, "mute" if muted else "unmute", now_ns)
+            if pub.id in self.scheduler.machines:
+                self.scheduler.feed(pub.id, "mute" if muted else "unmute", now_ns)
         return self.drain()
 
     def set_source_mac(self, mac: bytes) -> None:
@@ -213,15 +213,15 @@ class GooseHub:
 
     def link(self, side: str, up: bool, now_ns: int) -> list[Any]:
         for pub in self.publishers.values():
-            self.runner.feed(pub.id, "link_up" if up else "link_down", now_ns, side)
+            self.scheduler.feed(pub.id, "link_up" if up else "link_down", now_ns, side)
         return self.drain()
 
     def advance(self, now_ns: int) -> list[Any]:
-        self.runner.advance(now_ns)
+        self.scheduler.advance(now_ns)
         return self.drain()
 
     def next_deadline(self) -> int | None:
-        return self.runner.timers.next_deadline()
+        return self.scheduler.timers.next_deadline()
 
     def set_keys(self, keys: KeyFile | None) -> None:
         """A reloaded key file (SIGHUP, a control request): the next frame uses it."""
@@ -251,9 +251,9 @@ class GooseHub:
                 for pid, s in self.signers.items()
             }
         c["publishers"] = {
-            p.cfg.gocb_ref: {k: self.runner.machines[p.id].ctx[k] for k in STATUS_FIELDS}
-            | {"state": self.runner.machines[p.id].state}
+            p.cfg.gocb_ref: {k: self.scheduler.machines[p.id].ctx[k] for k in STATUS_FIELDS}
+            | {"state": self.scheduler.machines[p.id].state}
             for p in self.publishers.values()
-            if p.id in self.runner.machines
+            if p.id in self.scheduler.machines
         }
         return c

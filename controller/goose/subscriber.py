@@ -161,7 +161,7 @@ class Stream:
 class SubscriberBank:
     def __init__(
         self,
-        runner: Scheduler,
+        scheduler: Scheduler,
         subscriptions: list[SubscriptionCfg] | None = None,
         tables: dict[str, Table] | None = None,
         simulation: bool = False,
@@ -169,7 +169,7 @@ class SubscriberBank:
         receive: ReceiveCfg | None = None,
         auth: AuthGate | None = None,
     ) -> None:
-        self.runner = runner
+        self.scheduler = scheduler
         self.receive = receive or ReceiveCfg()
         #: the A/B merge of a stream not configured for it (None: one network); set when
         #: the shell receives on two networks, so the second copy of a frame is a duplicate
@@ -239,7 +239,7 @@ class SubscriberBank:
         """Judge one frame from network `side` ("A" or "B").
 
         Returns (stream or None, header or report or None, status): status is "judged" (the
-        stream machine's verdict arrives through the runner's effect sink), "repeat" (a
+        stream machine's verdict arrives through the scheduler's effect sink), "repeat" (a
         retransmission counted on the fast path; the second item is its `FrameClassified`),
         "malformed", "unmatched", "foreign_source" (another source MAC than the stream's),
         or "duplicate" (the second copy of an A/B frame, or a copy from the standby side in
@@ -324,7 +324,7 @@ class SubscriberBank:
         if expected is None:
             # a subscription learns it with an alarm (observer mode acts on nothing)
             learned = (stream.is_sim, full.src, stream.sub is not None)
-            self.runner.feed(stream.lgos.id, "source", now_ns, learned)
+            self.scheduler.feed(stream.lgos.id, "source", now_ns, learned)
         elif full.src != expected:
             if (stream.sub is not None and stream.sub.src is not None) or stream.is_sim:
                 stream.counts["foreign_source"] += 1
@@ -352,7 +352,7 @@ class SubscriberBank:
         lgos = stream.lgos
         lctx = lgos.ctx
         frame = FrameIn(hdr, side, (lctx["sim_mode"], lctx["sim"]), foreign)
-        runner = self.runner
+        scheduler = self.scheduler
         pair = None
         if stream.side_ids:
             # a second source's frames are a sequence of their own: never the genuine's copy
@@ -362,7 +362,7 @@ class SubscriberBank:
         if stream.fold is not None:
             self._unfold(stream, now_ns)
         report = None
-        for e in runner.feed(stream.id, "frame", now_ns, frame).effects:
+        for e in scheduler.feed(stream.id, "frame", now_ns, frame).effects:
             if type(e) is FrameClassified:
                 stream.counts[e.cls] += 1
                 report = e
@@ -370,14 +370,14 @@ class SubscriberBank:
             # only a frame its stream took marks its copy on the other network a duplicate
             # and keeps its side alive: a replayed or stale one must do neither
             _remember(stream, pair, side)
-            runner.feed(stream.side_ids[side], "frame", now_ns, frame)
+            scheduler.feed(stream.side_ids[side], "frame", now_ns, frame)
         refused = frame.refused
         if refused is not None:
             stream.counts[f"refused_{refused}"] += 1
         # the receive rules' answer moves the LGOS only when it changes anything
         if stream.is_sim:
             if refused is None and not lctx["sim"] and lctx["sim_mode"]:
-                runner.feed(lgos.id, "switch", now_ns)
+                scheduler.feed(lgos.id, "switch", now_ns)
                 lctx = lgos.ctx
             active = lctx["sim"]
         else:
@@ -386,12 +386,12 @@ class SubscriberBank:
             sctx = stream.machine.ctx
             if refused is not None:
                 if lgos.state != "invalid" or lctx["err"] != refused:
-                    runner.feed(lgos.id, refused, now_ns)
+                    scheduler.feed(lgos.id, refused, now_ns)
             elif sctx["conflict"]:
                 if lctx["err"] != "conflict":
-                    runner.feed(lgos.id, "conflict", now_ns)
+                    scheduler.feed(lgos.id, "conflict", now_ns)
             elif lgos.state != "valid" and sctx["gate_ok"]:
-                runner.feed(lgos.id, "ok", now_ns)
+                scheduler.feed(lgos.id, "ok", now_ns)
         if not stream.is_sim and not stream.side_ids:
             self._arm(stream, report)
         return _judged(Judged, (stream, hdr, "judged"))
@@ -401,14 +401,14 @@ class SubscriberBank:
     ) -> bool:
         """A/B (two sides): True if the frame is the second copy of one already taken, or a
         copy from the standby side in preferred mode; its side's supervision is fed."""
-        runner = self.runner
+        scheduler = self.scheduler
         if pair in stream.recent:
-            runner.feed(stream.side_ids[side], "frame", now, frame)
+            scheduler.feed(stream.side_ids[side], "frame", now, frame)
             stream.counts[f"ab_duplicate_{side}"] += 1
             return True
         sel = stream.side_ids.get("selector")
-        if sel is not None and _active_side(runner, sel) != side:
-            runner.feed(stream.side_ids[side], "frame", now, frame)
+        if sel is not None and _active_side(scheduler, sel) != side:
+            scheduler.feed(stream.side_ids[side], "frame", now, frame)
             _remember(stream, pair, side)
             stream.counts[f"standby_{side}"] += 1
             return True
@@ -418,12 +418,12 @@ class SubscriberBank:
         """Repeats the fast path counted without the machine (a fold): told to it before
         the next judged frame, after any TAL that ran out in the meantime."""
         fold, stream.fold = stream.fold, None
-        runner = self.runner
-        if runner.timers.any_due(now_ns):
-            runner.advance(now_ns)  # a TAL that ran out expires first, and folds it
+        scheduler = self.scheduler
+        if scheduler.timers.any_due(now_ns):
+            scheduler.advance(now_ns)  # a TAL that ran out expires first, and folds it
         if stream.machine.state == "valid":
-            runner.feed(stream.id, "repeated", now_ns, fold)
-            runner.timers.move(stream.id, "tal", stream.deadline)  # folded: no payload
+            scheduler.feed(stream.id, "repeated", now_ns, fold)
+            scheduler.timers.move(stream.id, "tal", stream.deadline)  # folded: no payload
 
     # -- the fast path ----------------------------------------------------------------------
 
@@ -460,10 +460,10 @@ class SubscriberBank:
         """Count the next sqNum of an armed stream's last frame, before its TAL deadline,
         without a dispatch (`on_frame` checked those), or return None for the full judge:
         the stream machine and the LGOS must still be valid, on the real stream."""
-        runner = self.runner
-        timers = runner.timers
+        scheduler = self.scheduler
+        timers = scheduler.timers
         if timers.any_due(now_ns):  # timers due first, as before any input (TAL: lazily)
-            runner.advance(now_ns)
+            scheduler.advance(now_ns)
         lgos = stream.lgos
         if stream.machine.state != "valid" or lgos.state != "valid" or lgos.ctx["sim"]:
             return None
@@ -505,7 +505,7 @@ class SubscriberBank:
             sim_mode=self.simulation,
             src=sub.src if sub is not None else None,
         )
-        self.runner.start(lgos, now_ns)
+        self.scheduler.start(lgos, now_ns)
         stream.lgos = lgos
         ctx: dict[str, Any] = {
             "stream": sid,
@@ -516,7 +516,7 @@ class SubscriberBank:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
         stream.machine = self.tables["stream"].new(sid, **ctx)
-        self.runner.start(stream.machine, now_ns)
+        self.scheduler.start(stream.machine, now_ns)
         if stream.ab is not None:
             for side in ("A", "B"):
                 mid = f"{sid}#{side}"
@@ -524,14 +524,14 @@ class SubscriberBank:
                 m = self.tables["side"].new(
                     mid, stream=sid, side=side, tal_limit_ns=stream.tal_limit_ns
                 )
-                self.runner.start(m, now_ns)
+                self.scheduler.start(m, now_ns)
             if stream.ab.mode == "preferred":
                 mid = f"{sid}#selector"
                 stream.side_ids["selector"] = mid
                 m = self.tables["ab_selector"].new(
                     mid, stream=sid, failback_auto=stream.ab.failback == "auto"
                 )
-                self.runner.start(m, now_ns)
+                self.scheduler.start(m, now_ns)
         self.streams[key] = stream
         self.by_id[sid] = stream
         if self.observer:
@@ -559,15 +559,15 @@ class SubscriberBank:
                 continue
             self.by_id.pop(s.id, None)
             for mid in (s.id, *s.side_ids.values()):
-                self.runner.forget(mid)
-        self.runner.forget(stream.lgos.id)
+                self.scheduler.forget(mid)
+        self.scheduler.forget(stream.lgos.id)
 
     def _open_sim(self, parent: Stream, now_ns: int) -> Stream:
         """The machine of a subscription's simulated stream, at its first simulated frame.
 
         It expects the subscription's confRev (configured, else the real stream's first
         seen) and shape; its source is learned on its own (a test set has its own MAC)."""
-        real = self.runner.machines[parent.id].ctx
+        real = self.scheduler.machines[parent.id].ctx
         sid = parent.id.replace("@", "~sim@", 1)
         sim = Stream(sid, parent.label, parent.gocb_ref, parent.appid, parent.sub, parent)
         rev = real["expect_conf_rev"] if real["expect_conf_rev"] is not None else real["conf_rev"]
@@ -583,7 +583,7 @@ class SubscriberBank:
         )
         sim.tal_limit_ns = parent.tal_limit_ns
         sim.machine = m
-        self.runner.start(m, now_ns)
+        self.scheduler.start(m, now_ns)
         parent.sim = sim
         self.by_id[sid] = sim
         return sim
@@ -595,7 +595,7 @@ class SubscriberBank:
         it off sends switched subscriptions back to their real streams."""
         self.simulation = on
         for stream in self.streams.values():
-            self.runner.feed(stream.lgos.id, "sim_on" if on else "sim_off", now_ns)
+            self.scheduler.feed(stream.lgos.id, "sim_on" if on else "sim_off", now_ns)
 
     def on_stream_lost(self, report: StreamState, now_ns: int) -> None:
         """TAL expired on a stream machine: the subscription is invalid if it was the one
@@ -607,7 +607,7 @@ class SubscriberBank:
         if stream.is_sim != lgos.ctx["sim"]:
             return
         if lgos.state != "invalid" or lgos.ctx["err"] != "lost":
-            self.runner.feed(lgos.id, "lost", now_ns)
+            self.scheduler.feed(lgos.id, "lost", now_ns)
 
     # -- the LGOS view --------------------------------------------------------------------
 
@@ -624,7 +624,7 @@ class SubscriberBank:
         lgos = parent.lgos
         lc = lgos.ctx
         twin = self.active(parent)
-        tc = self.runner.machines[twin.id].ctx
+        tc = self.scheduler.machines[twin.id].ctx
         rev = tc["expect_conf_rev"] if tc["expect_conf_rev"] is not None else tc["conf_rev"]
         src = lc["sim_src"] if twin.is_sim else lc["src"]
         refused: dict[str, int] = {}
@@ -674,7 +674,7 @@ class SubscriberBank:
             for x in (s, s.sim):
                 if x is None:
                     continue
-                m = self.runner.machines[x.id]
+                m = self.scheduler.machines[x.id]
                 c = m.ctx
                 sq = c["sq"] if c["sq"] is not None and c["sq"] >= x.sq else x.sq
                 deadline = max(x.deadline, (c["rx_ns"] or 0) + c["tal_ns"]) if c["rx_ns"] else 0
@@ -687,7 +687,9 @@ class SubscriberBank:
                         "simulated": x.is_sim,
                         "state": m.state,
                         "side": c["side"],
-                        "sides": {k: self.runner.machines[v].state for k, v in x.side_ids.items()},
+                        "sides": {
+                            k: self.scheduler.machines[v].state for k, v in x.side_ids.items()
+                        },
                         "stNum": c["st"],
                         "sqNum": sq,
                         "confRev": c["conf_rev"],
@@ -712,7 +714,7 @@ class SubscriberBank:
         if parent.lgos.state != "valid":
             return None
         twin = self.active(parent)
-        data = self.runner.machines[twin.id].ctx["data"]
+        data = self.scheduler.machines[twin.id].ctx["data"]
         if data is None:
             return None
         try:
@@ -729,14 +731,14 @@ class SubscriberBank:
             return
         if report.state in ("lost", "valid") and report.side in ("A", "B"):
             ev = f"{report.side.lower()}_{'lost' if report.state == 'lost' else 'up'}"
-            self.runner.feed(stream.side_ids["selector"], ev, now_ns)
+            self.scheduler.feed(stream.side_ids["selector"], ev, now_ns)
 
     def failback(self, stream_id: str, now_ns: int) -> None:
         """The operator's failback to side A of a preferred-mode stream."""
         stream = self.by_id.get(stream_id)
         if stream is None or "selector" not in stream.side_ids:
             raise KeyError(f"no preferred-mode A/B stream {stream_id!r}")
-        self.runner.feed(stream.side_ids["selector"], "failback", now_ns)
+        self.scheduler.feed(stream.side_ids["selector"], "failback", now_ns)
 
     # -- reporting ----------------------------------------------------------------------
 
@@ -746,15 +748,15 @@ class SubscriberBank:
                 s.id: {
                     "gocbRef": s.gocb_ref,
                     "appid": s.appid,
-                    "state": self.runner.machines[s.id].state,
-                    "sides": {k: self.runner.machines[v].state for k, v in s.side_ids.items()},
+                    "state": self.scheduler.machines[s.id].state,
+                    "sides": {k: self.scheduler.machines[v].state for k, v in s.side_ids.items()},
                     "counts": dict(sorted(s.counts.items())),
                     "lgos": self.view(s.id).as_json(),
                 }
                 | (
                     {
                         "simulated": {
-                            "state": self.runner.machines[s.sim.id].state,
+                            "state": self.scheduler.machines[s.sim.id].state,
                             "counts": dict(sorted(s.sim.counts.items())),
                         }
                     }
@@ -831,5 +833,5 @@ def _filters_match(sub: SubscriptionCfg, hdr) -> bool:
     return True
 
 
-def _active_side(runner: Scheduler, selector_id: str) -> str:
-    return "A" if runner.machines[selector_id].state == "a_active" else "B"
+def _active_side(scheduler: Scheduler, selector_id: str) -> str:
+    return "A" if scheduler.machines[selector_id].state == "a_active" else "B"

@@ -82,8 +82,8 @@ class BayController:
     ) -> None:
         """`keys`: the loaded IEC 62351-6 key file (`goose.keys`), for `auth:` policies."""
         self.config = config
-        self.runner = Scheduler(journal)
-        self.hub = GooseHub(config.goose, runner=self.runner, keys=keys)
+        self.scheduler = Scheduler(journal)
+        self.hub = GooseHub(config.goose, scheduler=self.scheduler, keys=keys)
         self.link = _link_core(config, journal, now_ns)
         #: called with every report (verdicts, link events): the agent's tools watch these
         self.observers: list = []
@@ -107,7 +107,7 @@ class BayController:
         self.reports.extend(self.hub.drain())
 
     def _start_machines(self, config: ControllerConfig, now_ns: int) -> None:
-        """The bay, mode and input machines, started on the hub's runner (one timer heap,
+        """The bay, mode and input machines, started on the hub's scheduler (one timer heap,
         one journal; their effects arrive through the hub's sink like the GOOSE
         machines' do), in that order."""
         # every interlock blocks until its input has delivered a valid value
@@ -119,12 +119,12 @@ class BayController:
             interlocks=interlocks,
         )
         self.utc_offset_ns = 0
-        self.runner.on_step = self._note_step
-        self.runner.start(self.bay, now_ns)
+        self.scheduler.on_step = self._note_step
+        self.scheduler.start(self.bay, now_ns)
         self.mode: Machine = package_table("mode").new(MODE, simulation=config.logic.simulation)
-        self.runner.start(self.mode, now_ns)
+        self.scheduler.start(self.mode, now_ns)
         if config.logic.mode != "on":
-            self.runner.feed(MODE, f"set_{STATE_OF[config.logic.mode]}", now_ns, "config")
+            self.scheduler.feed(MODE, f"set_{STATE_OF[config.logic.mode]}", now_ns, "config")
         input_table = package_table("input")
         self.input_machines: dict[str, Machine] = {}
         for rule in self.inputs.all:
@@ -137,7 +137,7 @@ class BayController:
                 permit_when=list(rule.permit_when) if rule.interlock is not None else None,
                 value=rule.failsafe,
             )
-            self.runner.start(m, now_ns)
+            self.scheduler.start(m, now_ns)
             self.input_machines[rule.name] = m
 
     def _note_step(self, machine: Machine, step, now_ns: int) -> None:
@@ -185,7 +185,7 @@ class BayController:
         if STATE_OF[mode] == before:
             return False
         self._now = now_ns
-        self.runner.feed(MODE, f"set_{STATE_OF[mode]}", now_ns, origin)
+        self.scheduler.feed(MODE, f"set_{STATE_OF[mode]}", now_ns, origin)
         effects = self.hub.drain()
         after = self.mode.state
         if (before == "off") != (after == "off"):
@@ -210,7 +210,7 @@ class BayController:
         if bool(on) == self.simulation:
             return False
         self._now = now_ns
-        self.runner.feed(MODE, "sim_on" if on else "sim_off", now_ns, origin)
+        self.scheduler.feed(MODE, "sim_on" if on else "sim_off", now_ns, origin)
         effects = self.hub.drain()
         effects += self.hub.set_simulation(bool(on), now_ns)
         self._settle(effects, now_ns)
@@ -223,7 +223,7 @@ class BayController:
         if self.mode.state not in WITHHOLDING:
             return False
         self._now = now_ns
-        self.runner.feed(MODE, "withhold", now_ns, DeviceCommand(command, reason))
+        self.scheduler.feed(MODE, "withhold", now_ns, DeviceCommand(command, reason))
         self._settle(self.hub.drain(), now_ns)
         return True
 
@@ -342,7 +342,7 @@ class BayController:
     # -- the chain ------------------------------------------------------------------------
 
     def _bay(self, event: str, now_ns: int, payload: Any = None) -> None:
-        self.runner.feed(BAY, event, now_ns, payload)
+        self.scheduler.feed(BAY, event, now_ns, payload)
         self._settle(self.hub.drain(), now_ns)
 
     def _settle(self, effects: list[Any], now_ns: int) -> None:
@@ -351,7 +351,7 @@ class BayController:
         One input: the scheduler's guard stays entered throughout, so a bay and a link
         that keep answering each other end in `RunawayError` (the link's events count
         as steps of machine "link") instead of running forever."""
-        guard = self.runner.guard
+        guard = self.scheduler.guard
         guard.enter()
         try:
             queue = deque(effects)
@@ -370,7 +370,7 @@ class BayController:
                         self._bay(ev, now_ns, payload)
         finally:
             guard.exit()
-        journal = self.runner.journal
+        journal = self.scheduler.journal
         if journal is not None and self.link.next_seq != self._seq_recorded:
             self._seq_recorded = self.link.next_seq
             journal.set_meta(LINK_SEQ_KEY, self._seq_recorded)
@@ -417,7 +417,7 @@ class BayController:
                 self._bay(ev, now_ns, payload)
         elif t is DeviceCommand:
             if self.mode.state in WITHHOLDING:
-                self.runner.feed(MODE, "withhold", now_ns, e)
+                self.scheduler.feed(MODE, "withhold", now_ns, e)
                 queue.extend(self.hub.drain())
             else:
                 self.reports.append(e)
@@ -448,13 +448,13 @@ class BayController:
                 # is what the breaker waits for), then the value stored by its machine
                 for ev, payload in self.inputs.edge_events(rule, old, value):
                     self._bay(ev, now_ns, payload)
-                self.runner.feed(m.id, "valid", now_ns, value)
+                self.scheduler.feed(m.id, "valid", now_ns, value)
                 return
-            self.runner.feed(m.id, "valid", now_ns, value)
+            self.scheduler.feed(m.id, "valid", now_ns, value)
         else:
             if m.state != "valid" and m.ctx["reason"] == value:
                 return
-            self.runner.feed(m.id, "invalid", now_ns, value)
+            self.scheduler.feed(m.id, "invalid", now_ns, value)
         if queue is None:
             self._settle(self.hub.drain(), now_ns)
         else:

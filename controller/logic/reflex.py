@@ -240,7 +240,7 @@ def topic_frames(
         p = hub.by_gocb.get(pub.gocb_ref)
         if p is None or hub.signers.get(p.id) is not None:
             return None
-        step, _ = preview(hub.runner.machines[p.id], "publish", now_ns, (tuple(values), utc_ns))
+        step, _ = preview(hub.scheduler.machines[p.id], "publish", now_ns, (tuple(values), utc_ns))
         txs = _of(step, (GooseTransmit,))
         if len(txs) != 1:
             return None
@@ -295,7 +295,7 @@ def trip_outputs(
 
 
 def _machines(bay: BayController) -> list[Machine]:
-    return [*bay.runner.machines.values(), *bay.link.bus.machines.values()]
+    return [*bay.scheduler.machines.values(), *bay.link.bus.machines.values()]
 
 
 def fingerprint_of(bay: BayController) -> tuple[Callable[[], bool], tuple]:
@@ -306,21 +306,21 @@ def fingerprint_of(bay: BayController) -> tuple[Callable[[], bool], tuple]:
     object is the same context, so the check compares fields only of a machine that
     stepped."""
     entries = []
-    for runner in (bay.runner, bay.link.bus):
-        for m in runner.machines.values():
+    for scheduler in (bay.scheduler, bay.link.bus):
+        for m in scheduler.machines.values():
             skip = VOLATILE.get(m.table.spec.name, frozenset())
             keys = tuple(k for k in m.ctx if k not in skip)
             get = itemgetter(*keys, *keys[:1]) if keys else _nothing
             entries.append((m, m.state, m._ctx, get, get(m._ctx)))
-    runner, bus, link = bay.runner, bay.link.bus, bay.link
+    scheduler, bus, link = bay.scheduler, bay.link.bus, bay.link
     table = tuple(entries)
-    sizes = (len(runner.machines), len(bus.machines))
+    sizes = (len(scheduler.machines), len(bus.machines))
     seq = link.next_seq
 
     def same() -> bool:
         if len(link._out) or link.next_seq != seq:
             return False
-        if len(runner.machines) != sizes[0] or len(bus.machines) != sizes[1]:
+        if len(scheduler.machines) != sizes[0] or len(bus.machines) != sizes[1]:
             return False
         for m, state, ctx, get, value in table:
             if m.state != state:
@@ -436,7 +436,7 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
     if cand is None:
         return None
     now = bay._now
-    if bay.runner.timers.any_due(now) or bay.link.bus.timers.any_due(now):
+    if bay.scheduler.timers.any_due(now) or bay.link.bus.timers.any_due(now):
         return None
     try:
         values = decode_frame(cand.buf, vlan=mem.tag).all_data
@@ -459,7 +459,7 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
         return None
     arming = Arming(by_len=by_len, emitted=first, mid=mid, same=same, t_ref=[None, b""],
                     pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
-                    tal_limit_ms=limit_ms, timers=(bay.runner.timers, bay.link.bus.timers),
+                    tal_limit_ms=limit_ms, timers=(bay.scheduler.timers, bay.link.bus.timers),
                     harmless=harmless_timers(bay, now), utc_at=utc_at,
                     vlan=mem.tag)  # fmt: skip
     # the previews moved nothing of the engine
@@ -518,7 +518,7 @@ def harmless_timers(bay: BayController, now_ns: int) -> frozenset[tuple[str, str
     out = set()
     volatile = VOLATILE["goose-publisher"]
     for pid in bay.hub.publishers:
-        m = bay.runner.machines.get(pid)
+        m = bay.scheduler.machines.get(pid)
         if m is None:
             continue
         try:
@@ -563,9 +563,9 @@ def _last_side(bay: BayController, stream: Any) -> str | None:
         return "A"
     sel = stream.side_ids.get("selector")
     if sel is not None:
-        return {"a_active": "A", "b_active": "B"}.get(bay.runner.machines[sel].state)
+        return {"a_active": "A", "b_active": "B"}.get(bay.scheduler.machines[sel].state)
     for side in ("A", "B"):
-        if bay.runner.machines[stream.side_ids[side]].state == "valid":
+        if bay.scheduler.machines[stream.side_ids[side]].state == "valid":
             return side
     return None
 

@@ -135,6 +135,6 @@ class BayReplay:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        journal = self.bay.runner.journal
+        journal = self.bay.scheduler.journal
         if journal is not None:
             journal.flush()

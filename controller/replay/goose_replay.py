@@ -123,7 +123,7 @@ class Replay:
                 if self.on_frame is not None:
                     self.on_frame(number, ts, frame, out)
             last = ts
-            journal = self.hub.runner.journal
+            journal = self.hub.scheduler.journal
             if journal is not None:
                 journal.maybe_flush(ts)
         if until_ns is not None and until_ns > last:
@@ -132,6 +132,6 @@ class Replay:
     def close(self) -> None:
         if self.writer is not None:
             self.writer.close()
-        journal = self.hub.runner.journal
+        journal = self.hub.scheduler.journal
         if journal is not None:
             journal.flush()

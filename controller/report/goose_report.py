@@ -64,7 +64,7 @@ class Reporter:
         self.anomalies = Anomalies()
 
     def _stream_state(self, stream_id: str) -> str | None:
-        m = self.hub.runner.machines.get(stream_id)
+        m = self.hub.scheduler.machines.get(stream_id)
         return m.state if m is not None else None
 
     def _wanted(self, appid: int | None, gocb_ref: str | None) -> bool:

@@ -14,7 +14,7 @@ uplink once a second, does not turn the audit trail into a poll log. Refusals, c
 requests relayed for a remote identity (`via`) are always journaled.
 
 The journal rows carry their detail as text (the journal stores a text `effects` as it is),
-recorded here from each step rather than by the runner, which would digest the effects.
+recorded here from each step rather than by the scheduler, which would digest the effects.
 """
 
 from __future__ import annotations
@@ -59,14 +59,14 @@ class ControlLog:
         self.quiet_ms = quiet_s * 1000
         self.on_alarm = on_alarm
         self.limit_table = Table.load(TABLES / "limit.yaml")
-        self.runner = Scheduler(None)
-        self.runner.on_step = self._record
+        self.scheduler = Scheduler(None)
+        self.scheduler.on_step = self._record
         self._detail = ""
         #: the step being fed is counted, not journaled (a connection's later read)
         self._quiet = False
         #: answered reads counted and not journaled
         self.reads_unjournaled = 0
-        self.runner.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)
+        self.scheduler.start(Table.load(TABLES / "control.yaml").new("control"), now_ns)
 
     # -- inputs -------------------------------------------------------------------------
 
@@ -93,7 +93,7 @@ class ControlLog:
         ]
         self._quiet = ok and not journaled
         try:
-            self.runner.feed("control", "answered" if ok else "refused", now_ns)
+            self.scheduler.feed("control", "answered" if ok else "refused", now_ns)
         finally:
             self._quiet = False
 
@@ -103,14 +103,14 @@ class ControlLog:
         """A limit was crossed (a client refused or dropped, a request refused or deferred,
         frames dropped); `fields`: what the raise's log event carries besides the detail."""
         mid = f"limit:{limit}"
-        m = self.runner.machines.get(mid)
+        m = self.scheduler.machines.get(mid)
         if m is None:
             m = self.limit_table.new(mid, quiet_ms=self.quiet_ms)
             self._detail = ""
-            self.runner.start(m, now_ns)
+            self.scheduler.start(m, now_ns)
         raised = m.state == "ok"
         self._detail = detail[:500]
-        self.runner.feed(mid, "crossed", now_ns, self._detail)
+        self.scheduler.feed(mid, "crossed", now_ns, self._detail)
         if raised:
             logs.event(
                 log, logging.WARNING, "limit", "limit %s: %s", limit, detail,
@@ -121,7 +121,7 @@ class ControlLog:
 
     def advance(self, now_ns: int) -> None:
         """Fire due quiet timers: alarms clear."""
-        for m, step in self.runner.advance(now_ns):
+        for m, step in self.scheduler.advance(now_ns):
             if step.transitions and m.state == "ok":
                 limit, count = m.id.removeprefix("limit:"), m.ctx["count"]
                 logs.event(
@@ -138,10 +138,10 @@ class ControlLog:
         the answered reads not journaled."""
         out = {
             mid.removeprefix("limit:"): m.ctx["count"]
-            for mid, m in self.runner.machines.items()
+            for mid, m in self.scheduler.machines.items()
             if mid != "control"
         }
-        ctl = self.runner.machines["control"].ctx
+        ctl = self.scheduler.machines["control"].ctx
         return {
             "requests.answered": ctl["answered"],
             "requests.refused": ctl["refused"],
@@ -153,7 +153,7 @@ class ControlLog:
         """Limits whose alarm is up, with the last crossing's detail."""
         return {
             mid.removeprefix("limit:"): m.ctx["detail"]
-            for mid, m in self.runner.machines.items()
+            for mid, m in self.scheduler.machines.items()
             if m.state == "exceeded"
         }
 

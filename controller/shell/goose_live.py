@@ -536,7 +536,7 @@ class LiveGoose:
 
     def _flush_journal(self, now: int) -> None:
         """The idle work of every round: the journal's group commit, when due."""
-        journal = self.hub.runner.journal
+        journal = self.hub.scheduler.journal
         if journal is not None:
             journal.maybe_flush(now)
 

@@ -45,7 +45,7 @@ class BayGooseCore:
     def __init__(self, bay: BayController, endpoint: SerialEndpoint | None = None) -> None:
         self.bay = bay
         self.bank = bay.hub.bank
-        self.runner = bay.runner
+        self.scheduler = bay.scheduler
         #: what owns the deadlines: the bay, or the bay with the agent layer (AgentBay)
         self.endpoint: SerialEndpoint = endpoint or bay
         #: frames sent while their input was being handled (`BayLive._urgent`), with the
@@ -234,7 +234,7 @@ class Status:
                 "ring freezes %d)", e.side, e.iface, e.new, e.drops, e.freeze,
                 side=e.side, iface=e.iface, new=e.new, drops=e.drops, freeze=e.freeze,
             )  # fmt: skip
-        journal = self.bay.runner.journal
+        journal = self.bay.scheduler.journal
         if journal is not None:
             journal.set_meta(
                 f"rx_drops.{e.side}",
@@ -251,7 +251,7 @@ class Status:
         return {
             **{k: headline[k] for k in ("mode", "simulation", "breaker", "position", "link")},
             "streams": {
-                s.label: bay.runner.machines[s.id].state for s in bay.hub.bank.streams.values()
+                s.label: bay.scheduler.machines[s.id].state for s in bay.hub.bank.streams.values()
             },
             # LGOS: St, and why not (ErrSt); `sim` while a subscription takes its simulated
             # stream

@@ -118,7 +118,7 @@ class LiveReflex:
         sent = self._sent
         if sent is not None:
             self._sent = None
-            journal = self.bay.runner.journal
+            journal = self.bay.scheduler.journal
             if journal is not None:
                 journal.set_meta("reflex.fired", self.fired)
             if self._device or self._frames:

@@ -97,7 +97,7 @@ def test_an_error_inside_a_tool_turns_off_the_agent_and_trips_still_act(tmp_path
     (tmp_path / "procedures").mkdir()
     (tmp_path / "procedures" / "say.yaml").write_text(NOTE_PROCEDURE)
 
-    def boom(runner, e, args, now_ns):
+    def boom(scheduler, e, args, now_ns):
         raise RuntimeError("injected fault in the note tool")
 
     def trips(with_fault: bool) -> tuple[int, AgentBay, list]:
@@ -135,7 +135,7 @@ SITECUSTOMIZE = """
 from goosectl.controller.agent import tool_runs
 
 
-def boom(runner, e, args, now_ns):
+def boom(scheduler, e, args, now_ns):
     raise RuntimeError("injected fault in the note tool")
 
 

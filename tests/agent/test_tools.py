@@ -217,7 +217,7 @@ def test_a_declared_tool_without_an_implementation_is_refused_at_start(tmp_path:
 
 def test_arguments_checked_again_when_the_tool_runs(rig, folder):
     """A restored session's arguments come from the journal (perhaps an older text): bad
-    ones fail the step with the reason, they never raise out of the runner."""
+    ones fail the step with the reason, they never raise out of the scheduler."""
     (folder / "verify.yaml").write_text(NO_POSITION.replace("{}", '{position: "on"}'))
     assert rig.op(op="run", procedure="verify", params={})["ok"]
     rig.run(1)
@@ -320,7 +320,9 @@ def test_wait_goose_ends_when_the_stream_delivers_the_value(folder):
     deliver(ieds.start(wire.now_ns, wire.now_ns))
 
     def cilo(permit: bool) -> None:
-        ieds.runner.feed(f"pub:{CILO}", "publish", wire.now_ns, ((Boolean(permit),), wire.now_ns))
+        ieds.scheduler.feed(
+            f"pub:{CILO}", "publish", wire.now_ns, ((Boolean(permit),), wire.now_ns)
+        )
         deliver(ieds.drain())
         wire.run_until(wire.now_ns + 10 * ms)
 

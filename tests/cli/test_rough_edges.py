@@ -130,12 +130,12 @@ def test_a_live_journal_maps_monotonic_times_to_utc_also_after_a_restart(tmp_pat
     anchors = []
     for run in range(2):
         journals = LiveJournals(bay, tmp_path / "agent.sqlite")
-        runner = Scheduler(journals.bay)
+        scheduler = Scheduler(journals.bay)
         mid = f"b{run}"
         now = time.monotonic_ns()
-        runner.start(table.new(mid), now)
-        runner.feed(mid, "trip", now + 1_000_000)
-        runner.feed(mid, "open_confirmed", now + 33_000_000)
+        scheduler.start(table.new(mid), now)
+        scheduler.feed(mid, "trip", now + 1_000_000)
+        scheduler.feed(mid, "open_confirmed", now + 33_000_000)
         journals.close()
         con = sqlite3.connect(bay)
         anchors = con.execute("SELECT key, value FROM meta WHERE key LIKE 'clock@%'").fetchall()

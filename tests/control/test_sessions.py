@@ -97,7 +97,7 @@ def test_ended_sessions_beyond_the_kept_number_leave_memory_not_the_journal(tmp_
         wire.run_for(5 * MS)
     listed = host.handle({"op": "list"}, wire.now_ns)["sessions"]
     assert [s["session"] for s in listed] == [f"s{i}" for i in range(291, 301)]
-    assert len(host.service.runner.machines) == 20  # loop + workflow of each kept one
+    assert len(host.service.scheduler.machines) == 20  # loop + workflow of each kept one
     old = host.handle({"op": "status", "session": "s1"}, wire.now_ns)
     assert not old["ok"] and "no longer kept in memory" in old["error"]
     history = host.handle({"op": "history", "session": "s1"}, wire.now_ns)["history"]

@@ -50,16 +50,16 @@ def table(tmp_path: Path) -> Table:
 
 def drive(journal: Journal, table: Table, jobs: int, start_ms: float = 0.0) -> Scheduler:
     """Feed `jobs` jobs, 1 ms apart on the virtual clock, flushing like the live loop."""
-    runner = Scheduler(journal)
-    runner.start(table.new("w"), int(start_ms * 1e6))
-    feed(runner, journal, jobs, start_ms)
-    return runner
+    scheduler = Scheduler(journal)
+    scheduler.start(table.new("w"), int(start_ms * 1e6))
+    feed(scheduler, journal, jobs, start_ms)
+    return scheduler
 
 
-def feed(runner: Scheduler, journal: Journal, jobs: int, start_ms: float) -> None:
+def feed(scheduler: Scheduler, journal: Journal, jobs: int, start_ms: float) -> None:
     for i in range(jobs):
         now = int((start_ms + 1 + i) * 1e6)
-        runner.feed("w", "job", now, input_pos=i)
+        scheduler.feed("w", "job", now, input_pos=i)
         journal.maybe_flush(now)
 
 
@@ -144,13 +144,13 @@ def test_a_full_queue_drops_rows_counts_them_and_says_so(tmp_path, table):
     blocker = sqlite3.connect(path, isolation_level=None)
     blocker.execute("BEGIN IMMEDIATE")
     try:
-        runner = drive(journal, table, 2000)
+        scheduler = drive(journal, table, 2000)
     finally:
         blocker.execute("ROLLBACK")
         blocker.close()
     assert journal.lost_rows > 0
     # after the release the next flush gets through, carrying the rows_lost row
-    feed(runner, journal, 10, start_ms=5000)
+    feed(scheduler, journal, 10, start_ms=5000)
     journal.close()
 
     lost = own_rows(path, "rows_lost")
@@ -165,7 +165,7 @@ def test_a_full_queue_drops_rows_counts_them_and_says_so(tmp_path, table):
         con.execute("SELECT snapshot FROM checkpoint WHERE machine = 'w'").fetchone()[0]
     )
     con.close()
-    machine = runner.machines["w"]
+    machine = scheduler.machines["w"]
     assert snap["state"] == machine.state and snap["context"]["jobs"] == machine.ctx["jobs"]
 
 
@@ -174,22 +174,22 @@ def test_disk_full_is_an_alarm_and_the_journal_resumes_when_space_returns(tmp_pa
         path = disk / "j.sqlite"
         journal = open_journal(path, durability="group", interval_ms=1)
         writer = JournalWriter(journal, max_rows=2000, retry_s=0.05).start()
-        runner = drive(journal, table, 200)
+        scheduler = drive(journal, table, 200)
         filler = fill(disk)
         t = 1000.0
         while journal.alarm is None:  # record until the writer hits the full disk
-            feed(runner, journal, 200, t)
+            feed(scheduler, journal, 200, t)
             t += 300
             wait_until(lambda: writer.queued_rows < 2000 or writer.errors, "the writer moves")
             if t > 2e6:
                 raise AssertionError("the journal never noticed the full disk")
         assert "database or disk is full" in journal.alarm, journal.alarm
         assert writer.status()["state"] == "failing"
-        feed(runner, journal, 3000, t)  # more than the queue holds: dropped, counted
+        feed(scheduler, journal, 3000, t)  # more than the queue holds: dropped, counted
         assert journal.lost_rows > 0
         filler.unlink()
         wait_until(lambda: writer.health()[1] is None, "the writer commits again")
-        feed(runner, journal, 10, t + 4000)
+        feed(scheduler, journal, 10, t + 4000)
         assert journal.alarm is None
         journal.close()
 
@@ -207,14 +207,14 @@ def test_inline_commit_on_a_full_disk_raises_keeps_the_rows_and_resumes(tmp_path
     with small_tmpfs(tmp_path / "disk", "2m") as disk:
         path = disk / "agent.sqlite"
         journal = open_journal(path, durability="step")
-        runner = Scheduler(journal)
-        runner.start(table.new("w"), 0)
+        scheduler = Scheduler(journal)
+        scheduler.start(table.new("w"), 0)
         journal.flush(0)
         filler = fill(disk)
         recorded = 0
         with pytest.raises(JournalIOError) as err:
             for i in range(100_000):
-                runner.feed("w", "job", (i + 1) * 1_000_000, input_pos=i)
+                scheduler.feed("w", "job", (i + 1) * 1_000_000, input_pos=i)
                 recorded = i + 1
                 journal.flush((i + 1) * 1_000_000)
         assert "database or disk is full" in str(err.value) and str(path) in str(err.value)
@@ -252,13 +252,13 @@ def test_a_start_on_a_full_disk_reads_the_journal_and_resumes_writing_later(tmp_
         assert journal.get_meta("link.seq") == 41
         assert journal.seq == before[-1][0] + 1  # numbered on, after its io_error row
         writer = JournalWriter(journal, retry_s=0.05).start()
-        runner = Scheduler(journal)
-        runner.resume_or_start(table, "w", 0)
-        feed(runner, journal, 50, 10_000)
+        scheduler = Scheduler(journal)
+        scheduler.resume_or_start(table, "w", 0)
+        feed(scheduler, journal, 50, 10_000)
         wait_until(lambda: writer.errors > 0, "the writer tries the full disk")
         filler.unlink()
         wait_until(lambda: writer.health()[1] is None, "the writer commits again")
-        feed(runner, journal, 5, 20_000)
+        feed(scheduler, journal, 5, 20_000)
         journal.close()
         rows = dump(path)[0]
         assert rows[: len(before)] == before
@@ -272,9 +272,9 @@ def test_retention_by_size_keeps_the_file_bounded_and_says_what_it_deleted(tmp_p
     journal = open_journal(path, durability="group", interval_ms=1)
     limit = 300 * 1024
     writer = JournalWriter(journal, retention=Retention(max_bytes=limit, every_s=0.0)).start()
-    runner = drive(journal, table, 500)
+    scheduler = drive(journal, table, 500)
     for k in range(30):
-        feed(runner, journal, 500, 1000 + k * 600)
+        feed(scheduler, journal, 500, 1000 + k * 600)
         journal.flush(None, wait_s=10)
         writer.drain(10)
     journal.close()
@@ -299,12 +299,12 @@ def test_retention_by_age_deletes_what_was_written_before_the_limit(tmp_path, ta
     writer = JournalWriter(
         journal, retention=Retention(max_bytes=None, max_age_s=0.5, every_s=0.05)
     ).start()
-    runner = drive(journal, table, 200)
+    scheduler = drive(journal, table, 200)
     journal.flush(None, wait_s=10)
     writer.drain(10)
     old_top = journal.seq
     wait_until(lambda: writer.trimmed_rows > 0, "rows older than 0.5 s deleted")
-    feed(runner, journal, 50, 10_000)
+    feed(scheduler, journal, 50, 10_000)
     journal.close()
     con = sqlite3.connect(path)
     lo = con.execute("SELECT MIN(seq) FROM journal").fetchone()[0]
@@ -326,10 +326,10 @@ def test_step_commits_are_fsynced_by_the_syncer_not_the_caller(tmp_path, table):
     journal = open_journal(path, durability="step")
     syncer = WalSyncer(journal).start()
     assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 1  # NORMAL
-    runner = Scheduler(journal)
-    runner.start(table.new("w"), 0)
+    scheduler = Scheduler(journal)
+    scheduler.start(table.new("w"), 0)
     for i in range(20):
-        runner.feed("w", "job", (i + 1) * 1_000_000, input_pos=i)
+        scheduler.feed("w", "job", (i + 1) * 1_000_000, input_pos=i)
         journal.flush((i + 1) * 1_000_000)
         # committed (visible to another connection) when flush returns
         other = sqlite3.connect(path)

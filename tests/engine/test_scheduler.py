@@ -322,9 +322,9 @@ def test_the_bay_with_its_mode_machine():
     )
     bay = BayController(load_config(DEFAULT_CONFIG, ControllerConfig), 0)
     for mid, t in (("bay", bay_t), ("mode", mode_t)):
-        bay.runner.forget(mid)
+        bay.scheduler.forget(mid)
         m = t.new(mid)
-        bay.runner.start(m, 0)
+        bay.scheduler.start(m, 0)
         setattr(bay, mid, m)
     with pytest.raises(RunawayError) as exc:
         bay.withholds("trip", "operator", 1)

@@ -38,16 +38,16 @@ def main(root: Path, n: int, rate: float, seconds: float) -> None:
     root.mkdir(parents=True, exist_ok=True)
     (root / "toggle.yaml").write_text(TOGGLE)
     table = Table.load(root / "toggle.yaml")
-    runners = []
+    schedulers = []
     for i in range(n):
         d = root / f"c{i:02d}"
         d.mkdir(exist_ok=True)
         journal = open_journal(d / "bay.sqlite", durability="group", interval_ms=50)
         JournalWriter(journal, retention=Retention(max_bytes=None, max_age_s=None)).start()
         anchor(journal, "monotonic")
-        runner = Scheduler(journal)
-        runner.start(table.new("t"), time.monotonic_ns())
-        runners.append((journal, runner))
+        scheduler = Scheduler(journal)
+        scheduler.start(table.new("t"), time.monotonic_ns())
+        schedulers.append((journal, scheduler))
     print("ready", flush=True)
     sys.stdin.readline()  # go: the uplinks are started
     tick = 0.05
@@ -59,13 +59,13 @@ def main(root: Path, n: int, rate: float, seconds: float) -> None:
         k = int(due - done)
         if k:
             t = time.monotonic_ns()
-            for journal, runner in runners:
+            for journal, scheduler in schedulers:
                 for _ in range(k):
-                    runner.feed("t", "flip", t)
+                    scheduler.feed("t", "flip", t)
                 journal.maybe_flush(t)
             done += k
         time.sleep(max(0.0, tick - (time.monotonic() - now)))
-    for i, (journal, _) in enumerate(runners):
+    for i, (journal, _) in enumerate(schedulers):
         journal.close()
         print(json.dumps({"controller": f"c{i:02d}", "seq": journal.seq}), flush=True)
 

@@ -42,11 +42,11 @@ def test_retention_by_age_never_deletes_a_row_the_broker_has_not_acknowledged(
             max_bytes=None, max_age_s=0.2, every_s=0.05, hold=lambda: held_from(tmp_path)
         ),
     ).start()
-    runner = drive(journal, table, 300)
+    scheduler = drive(journal, table, 300)
     journal.flush(None, wait_s=10)
     writer.drain(10)
     wait_until(lambda: writer.trimmed_rows > 0, 20, "the rows past the age limit deleted")
-    feed(runner, journal, 20, 10_000)
+    feed(scheduler, journal, 20, 10_000)
     time.sleep(0.5)  # more retention rounds: the hold still stands
     journal.close()
     lo, hi = bounds(tmp_path / "bay.sqlite")

@@ -74,7 +74,7 @@ class Bay:
         self._take()
 
     def publish(self, name: str, *values) -> None:
-        self.ieds.runner.feed(f"pub:{name}", "publish", self.now, (tuple(values), self.now))
+        self.ieds.scheduler.feed(f"pub:{name}", "publish", self.now, (tuple(values), self.now))
         self._deliver(self.ieds.drain())
 
     def trip(self, value: bool, q: Quality = GOOD) -> None:

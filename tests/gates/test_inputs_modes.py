@@ -43,7 +43,7 @@ def test_before_any_interlock_data_no_close_is_permitted():
 
 def test_a_lost_interlock_blocks_until_its_stream_delivers_again():
     b = Bay()
-    b.ieds.runner.feed(f"pub:{CILO}", "mute", b.now)  # bay 2 falls silent
+    b.ieds.scheduler.feed(f"pub:{CILO}", "mute", b.now)  # bay 2 falls silent
     b.run(2500)  # bay 2 silent beyond its TAL
     assert b.bay.bay.ctx["interlocks"]["bay2"] == "invalid (lost)"
     changes = b.input_changes("bay2-cilo")
@@ -54,7 +54,7 @@ def test_a_lost_interlock_blocks_until_its_stream_delivers_again():
     )
     b.close()
     assert b.commands("close") == []
-    b.ieds.runner.feed(f"pub:{CILO}", "unmute", b.now)
+    b.ieds.scheduler.feed(f"pub:{CILO}", "unmute", b.now)
     b.cilo(True)
     b.close()
     b.run(200)

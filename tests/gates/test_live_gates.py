@@ -214,7 +214,7 @@ def publish(name, value, q):
 def command(words):
     global counted
     if words[0] == "scada":
-        hub.runner.feed(f"pub:{SCADA}", "publish", time.monotonic_ns(),
+        hub.scheduler.feed(f"pub:{SCADA}", "publish", time.monotonic_ns(),
                         ((Boolean(words[1] == "1"),), time.time_ns()))
         send(hub.drain())
     elif words[0] in ("trip", "sim"):

@@ -96,7 +96,7 @@ def test_loss_reported_within_tal_time():
     w.log.clear()
     w.run_until(cut + 2100 * MS)
     # A's last frame (at 1024 ms) announced TAL 2000 ms -> lost at 3024 ms
-    sub_m = w.sub.runner.machines
+    sub_m = w.sub.scheduler.machines
     side_a = next(m for k, m in sub_m.items() if k.endswith("#A"))
     assert side_a.state == "lost"
     assert ("A", "lost") in states(w.log)

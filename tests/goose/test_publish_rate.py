@@ -40,7 +40,7 @@ def test_a_trip_right_after_quiet_goes_at_once():
     for i, t in enumerate((5030, 5100, 5400, 5460, 5500, 5530)):
         out = hub.publish(GOCB, bools(i % 2 == 1, True), t * MS, UTC0)
         assert _new_states(out) == [(3 + i, (i % 2 == 1, True))], t
-    m = hub.runner.machines[f"pub:{GOCB}"]
+    m = hub.scheduler.machines[f"pub:{GOCB}"]
     assert m.ctx["coalesced"] == 0 and not m.ctx["limited"]
 
 
@@ -58,7 +58,7 @@ def test_changes_beyond_the_limit_are_held_and_the_latest_is_published():
         assert _new_states(out) == []
         alarms += _alarms(out)
     assert alarms == [(f"publish_rate:{GOCB}", True)]
-    m = hub.runner.machines[f"pub:{GOCB}"]
+    m = hub.scheduler.machines[f"pub:{GOCB}"]
     assert m.ctx["coalesced"] == 47 and m.ctx["limit_crossings"] == 1
     # the oldest (the initial state at 0) leaves the window at 100 ms: the latest goes out
     out = hub.advance(99 * MS)

@@ -70,10 +70,10 @@ def test_wraps():
     assert next_num(2**32 - 1) == 1 and next_num(0) == 1 and next_num(5) == 6
     hub = publisher()
     hub.start(0, UTC0)
-    m = hub.runner.machines[f"pub:{GOCB}"]
+    m = hub.scheduler.machines[f"pub:{GOCB}"]
     snap = m.snapshot()
     snap["context"].update(st=2**32 - 1, sq=2**32 - 1)
-    hub.runner.machines[m.id] = Machine.restore(m.table, snap)
+    hub.scheduler.machines[m.id] = Machine.restore(m.table, snap)
     f = decode_frame(frames(hub.advance(4 * MS))[0].data)
     assert f.sq_num == 1  # sqNum wraps to 1, not 0
     f = decode_frame(frames(hub.publish(GOCB, bools(True, True), 5 * MS, UTC0))[0].data)

@@ -44,7 +44,7 @@ def test_a_flood_of_new_streams_is_bounded_and_the_live_stream_stays():
     assert bank.evicted == 5_001 - 100
     assert any(s.gocb_ref.startswith("FLOOD999999") for s in bank.streams.values())
     # the machines and timers of evicted streams are gone too, not only the table row
-    assert len(hub.runner.machines) <= 100 * 2 + len(hub.publishers)
+    assert len(hub.scheduler.machines) <= 100 * 2 + len(hub.publishers)
     assert hub.counters()["evicted"] == bank.evicted
     live_stream = next(s for s in bank.streams.values() if s.gocb_ref.startswith("FLOOD999999"))
     assert live_stream.counts["retransmission"] == sq - 1

@@ -68,7 +68,9 @@ def engine_outputs(bay: BayController, buf: bytes, side: str, now: int) -> Emitt
 
 def ied_frame(bench: TripBench, value: bool, quality: Quality, t: int) -> bytes:
     bench._run_until(t)
-    bench.ied.runner.feed(bench.ied_id, "publish", t, ((Boolean(value), quality.to_bitstring()), t))
+    bench.ied.scheduler.feed(
+        bench.ied_id, "publish", t, ((Boolean(value), quality.to_bitstring()), t)
+    )
     return bench.ied.drain()[-1].data
 
 
@@ -255,20 +257,20 @@ def test_a_publishers_repeat_due_at_the_trip_does_not_hold_the_reflex_back():
     bay = bench.bay
     arming = arm(bay, trip_rules(bay)[0])
     assert arming is not None
-    live = bay.runner.timers._live
+    live = bay.scheduler.timers._live
     repeat = min(t["retransmit"][0] for pid, t in live.items() if pid in bay.hub.publishers)
     tal = min(t["tal"][0] for t in live.values() if "tal" in t)
     assert repeat < tal and {(p, "retransmit") for p in bay.hub.publishers} == arming.harmless
     now = repeat + 1000
     buf = ied_frame_at(bench, True, now)
     assert not arming.match(buf, "A", tal + 1000, None)  # the TAL ran out: the engine's
-    assert bay.runner.timers.any_due(now)
+    assert bay.scheduler.timers.any_due(now)
     assert _judge(bench, arming, buf, "A", now)
 
 
 def ied_frame_at(bench: TripBench, value: bool, t: int) -> bytes:
     """The IED's frame stamped `t` without running the bay up to `t` (its timers stay due)."""
-    bench.ied.runner.feed(
+    bench.ied.scheduler.feed(
         bench.ied_id, "publish", t, ((Boolean(value), Quality().to_bitstring()), t)
     )
     return bench.ied.drain()[-1].data
