@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
 from goosectl.controller.shell.control import ControlUnavailable, request
-from tests.support.procs import Sim, sim_counts, start_run, wait_running
+from tests.support.procs import Sim, sim_counts, start_agent_bay
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,23 +42,6 @@ steps:
 """
 
 
-def start_controller(tmp: Path, port: str, sock: Path) -> subprocess.Popen:
-    proc = start_run(
-        port,
-        "--quiet",
-        "--config",
-        str(tmp / "bay.yaml"),
-        "--state",
-        str(tmp / "state"),
-        "--procedures",
-        str(tmp / "procedures"),
-        "--control",
-        str(sock),
-    )
-    wait_running(proc)
-    return proc
-
-
 def wait_for(sock: Path, sid: str, pred, timeout: float = 20.0) -> dict:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -83,7 +65,7 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
     )
     sock = tmp_path / "ctl.sock"
     sim = Sim("--pty", "--delay", "150", "--spring-ms", "100", link=tmp_path / "dev.pty")
-    ctl = start_controller(tmp_path, sim.port, sock)
+    ctl = start_agent_bay(tmp_path, sim.port, sock)
     try:
         deadline = time.monotonic() + 10
         while True:
@@ -112,7 +94,7 @@ def test_sigkill_at_several_points_every_actuation_exactly_once(tmp_path):
             os.kill(ctl.pid, signal.SIGKILL)
             ctl.wait()
             kills.append(step)
-            ctl = start_controller(tmp_path, sim.port, sock)
+            ctl = start_agent_bay(tmp_path, sim.port, sock)
         final = wait_for(sock, sid, lambda s: s["state"] in ("completed", "aborted"))
     finally:
         ctl.send_signal(signal.SIGTERM)

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from goosectl.controller.shell.control import ControlUnavailable, request
-from tests.support.procs import Sim, start_run, wait_running
+from tests.support.procs import Sim, start_agent_bay
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,23 +36,6 @@ steps:
 """
 
 CONFIRM_TIMEOUT_S = 3
-
-
-def start_controller(tmp: Path, port: str, sock: Path) -> subprocess.Popen:
-    proc = start_run(
-        port,
-        "--quiet",
-        "--config",
-        str(tmp / "bay.yaml"),
-        "--state",
-        str(tmp / "state"),
-        "--procedures",
-        str(tmp / "procedures"),
-        "--control",
-        str(sock),
-    )
-    wait_running(proc)
-    return proc
 
 
 def ask(sock: Path, req: dict, timeout: float = 20.0) -> dict:
@@ -97,7 +80,7 @@ def test_after_sigkill_the_upper_layers_are_rebuilt_from_the_phase(tmp_path):
     write_config(tmp_path, 600)
     sock = tmp_path / "ctl.sock"
     sim = Sim("--pty", link=tmp_path / "dev.pty")
-    ctl = start_controller(tmp_path, sim.port, sock)
+    ctl = start_agent_bay(tmp_path, sim.port, sock)
     try:
         r = ask(sock, {"op": "run", "procedure": "steps", "params": {"bay": "1"}})
         assert r["ok"], r
@@ -110,7 +93,7 @@ def test_after_sigkill_the_upper_layers_are_rebuilt_from_the_phase(tmp_path):
             "settle",
         )
         kill(ctl)
-        ctl = start_controller(tmp_path, sim.port, sock)
+        ctl = start_agent_bay(tmp_path, sim.port, sock)
         assert layers(sock, "s1") == before
 
         # killed while it waits for the operator: paused, at the step that waits
@@ -118,7 +101,7 @@ def test_after_sigkill_the_upper_layers_are_rebuilt_from_the_phase(tmp_path):
         before = layers(sock, "s1")
         assert (before["host"], before["flow"], before["workflow"]) == ("paused", "ask", "ask")
         kill(ctl)
-        ctl = start_controller(tmp_path, sim.port, sock)
+        ctl = start_agent_bay(tmp_path, sim.port, sock)
         assert layers(sock, "s1") == before
         assert ask(sock, {"op": "confirm", "session": "s1"})["ok"]
         done = wait_for(sock, "s1", lambda s: s["state"] in ("completed", "aborted"))
@@ -138,14 +121,14 @@ def test_after_sigkill_the_upper_layers_are_rebuilt_from_the_phase(tmp_path):
         ctl.send_signal(signal.SIGTERM)
         ctl.communicate(timeout=30)
         write_config(tmp_path, 2)
-        ctl = start_controller(tmp_path, sim.port, sock)
+        ctl = start_agent_bay(tmp_path, sim.port, sock)
         assert ask(sock, {"op": "run", "procedure": "steps", "params": {"bay": "2"}})["ok"]
         wait_for(
             sock, "s2", lambda s: s["state"] in ("awaiting_confirmation", "aborted"), timeout=60
         )
         kill(ctl)
         time.sleep(2.5)
-        ctl = start_controller(tmp_path, sim.port, sock)
+        ctl = start_agent_bay(tmp_path, sim.port, sock)
         ended = wait_for(sock, "s2", lambda s: s["state"] in ("completed", "aborted"))
         assert ended["state"] == "aborted" and [x["step"] for x in ended["results"]] == [
             "settle"

@@ -58,6 +58,9 @@ def run_load(
     writers = _writers(root, n, rate, seconds)
     uplinks = [_uplink(nats, root, site, i) for i in range(n)]
     try:
+        # rows flow once every uplink is connected (its birth stored): the latencies are
+        # the fleet's in service, not 50 processes starting on two cores
+        _wait_births(db, site, n)
         last = _written(writers, seconds)
         assert len(last) == n and min(last.values()) >= rate * seconds * 0.5, last
         store = Store(db)
@@ -125,6 +128,25 @@ def _written(writers: subprocess.Popen, seconds: float) -> dict[str, int]:
             writers.kill()
     assert writers.returncode == 0, f"the journal writers failed: {err}"
     return {o["controller"]: o["seq"] for o in map(json.loads, out.splitlines())}
+
+
+def _wait_births(db: str, site: str, n: int) -> None:
+    """Until the store holds the birth of each of the `n` uplinks of `site`."""
+    store = Store(db)
+    try:
+        wait_until(
+            lambda: (
+                store.query(
+                    "SELECT COUNT(*) FROM fleet_bays WHERE site = ? AND birth_ns IS NOT NULL",
+                    (site,),
+                )[0][0]
+                >= n
+            ),
+            300,
+            "every uplink's birth stored",
+        )
+    finally:
+        store.close()
 
 
 def _covered(store: Store, site: str, last: dict[str, int]) -> bool:

@@ -113,6 +113,18 @@ def start_run(
     )
 
 
+def start_agent_bay(folder: Path, port: str, sock: Path) -> subprocess.Popen:
+    """`goosectl run` of the bay in `folder` (its bay.yaml, its state and procedures
+    folders) on PORT with its own control socket, returned once it says it is running: the
+    controller the agent's restart tests kill and start again on the same state."""
+    proc = start_run(
+        port, "--quiet", "--config", str(folder / "bay.yaml"), "--state", str(folder / "state"),
+        "--procedures", str(folder / "procedures"), "--control", str(sock),
+    )  # fmt: skip
+    wait_running(proc)
+    return proc
+
+
 def wait_running(proc: subprocess.Popen, stderr: Path | None = None) -> dict[str, Any]:
     """The controller's first stdout line, which must be its `running` event (else the
     test fails with that line and the controller's stderr: its pipe, or the file
