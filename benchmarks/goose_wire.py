@@ -35,6 +35,7 @@ from typing import Any, Protocol
 from goosectl.controller.goose.effects import FrameClassified
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.controller.shell.goose_live import LiveGoose
+from goosectl.lab import sched_stats
 from goosectl.lab.wire_floor import probe_frame
 
 
@@ -72,14 +73,9 @@ def _cpu_s(pid: int) -> float | None:
 
 
 def _wait_s(pid: int) -> float:
-    """Seconds `pid`'s threads (all of them) waited on a run queue, runnable but not
-    running (/proc/PID/task/TID/schedstat, the second field)."""
-    total = 0.0
-    with contextlib.suppress(OSError):
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                total += int(Path(f"/proc/{pid}/task/{tid}/schedstat").read_text().split()[1])
-    return total / 1e9
+    """Seconds `pid`'s threads (those alive now) waited on a run queue, runnable but not
+    running (`lab/sched_stats.py`)."""
+    return sum(t.wait_ns for t in sched_stats.threads(pid).values()) / 1e9
 
 
 def _comm(pid: int) -> str:

@@ -58,14 +58,23 @@ def _host() -> tuple[float, float, float]:
     return (total - idle - steal) * _TICK_S, steal * _TICK_S, total * _TICK_S
 
 
-def snapshot(pid: int) -> Snapshot:
-    """The threads of `pid` (those alive now) and the host's totals."""
-    threads: dict[int, ThreadTimes] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
+def threads(pid: int) -> dict[int, ThreadTimes]:
+    """The threads of `pid` alive now, by thread id (empty: the process is gone)."""
+    out: dict[int, ThreadTimes] = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return out
+    for task in tasks:
         t = _thread(task)
         if t is not None:
-            threads[int(task.name)] = t
-    return Snapshot(threads, *_host())
+            out[int(task.name)] = t
+    return out
+
+
+def snapshot(pid: int) -> Snapshot:
+    """The threads of `pid` (those alive now) and the host's totals."""
+    return Snapshot(threads(pid), *_host())
 
 
 def between(before: Snapshot, after: Snapshot) -> dict[str, object]:

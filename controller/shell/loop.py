@@ -135,8 +135,8 @@ class Loop:
                     timeout = cap
             ready = select(timeout)
             if not ready:
-                if self.idle_gc:
-                    self.collect_if_idle(timers[0].deadline() if timers else None, clock)
+                if self.idle_gc:  # the earliest deadline, as computed for the wait
+                    self.collect_if_idle(None if wake == never else wake, clock)
             elif len(ready) > 1:
                 ready.sort(key=_rank)
             for key, _ in ready:

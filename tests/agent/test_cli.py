@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 from tests.support.lines import Lines
@@ -23,21 +25,17 @@ def test_without_a_controller_it_says_so_and_exits_2(tmp_path):
     assert "no controller is listening" in r.stderr and "goosectl run" in r.stderr
 
 
-def test_agent_commands_against_the_demo(tmp_path):
-    sock = tmp_path / "demo.sock"
+@contextlib.contextmanager
+def serving_demo(folder: Path) -> Iterator[Path]:
+    """`goosectl demo --serve` in `folder`, yielding its control socket once it serves;
+    terminated after the block."""
+    sock = folder / "demo.sock"
     demo = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "goosectl",
-            "demo",
-            "--in-memory",
-            "--out",
-            str(tmp_path / "d"),
-            "--serve",
-            "600",  # ended by terminate() below: the test's pace must not race a deadline
-            "--control",
-            str(sock),
+            *(sys.executable, "-m", "goosectl", "demo", "--in-memory"),
+            *("--out", str(folder / "d"), "--control", str(sock)),
+            # ended by terminate() below: the test's pace must not race a deadline
+            *("--serve", "600"),
         ],
         cwd=REPO,
         stdout=subprocess.PIPE,
@@ -51,6 +49,14 @@ def test_agent_commands_against_the_demo(tmp_path):
             "the demo to serve its control socket",
             timeout=120,
         )
+        yield sock
+    finally:
+        demo.terminate()
+        demo.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits
+
+
+def test_agent_commands_against_the_demo(tmp_path):
+    with serving_demo(tmp_path) as sock:
         listed = json.loads(agent(sock, "list").stdout)
         assert listed["sessions"][0]["procedure"] == "isolate"  # the demo's own session
         assert set(listed["procedures"]) >= {"isolate", "close"}
@@ -73,6 +79,3 @@ def test_agent_commands_against_the_demo(tmp_path):
         assert unknown.returncode == 2 and unknown.stdout == ""
         assert unknown.stderr.startswith("goosectl: agent run nosuch: ")
         assert len(unknown.stderr.splitlines()) == 1
-    finally:
-        demo.terminate()
-        demo.communicate(timeout=30)  # drain its pipes: a writer blocked on one never exits

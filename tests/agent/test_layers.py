@@ -29,6 +29,16 @@ steps:
   done: {tool: note, args: {text: "done {n}"}}
 """
 
+#: the layers of a session that ran its procedure to the end
+DONE_LAYERS = {
+    "phase": "ended",
+    "flow": "stopped",
+    "workflow": "report",
+    "host": "completed",
+    "aborted": False,
+    "refused_back": 0,
+}
+
 
 def layers(rig: Rig, sid: str) -> dict:
     return rig.op(op="status", session=sid)["status"]["layers"]
@@ -51,14 +61,7 @@ def test_host_starts_pauses_completes_and_aborts_each_session(rig):
     rig.run(700)
     done = rig.op(op="status", session="s1")["status"]
     assert done["state"] == "completed" and done["outcome"] == "done", done
-    assert done["layers"] == {
-        "phase": "ended",
-        "flow": "stopped",
-        "workflow": "report",
-        "host": "completed",
-        "aborted": False,
-        "refused_back": 0,
-    }
+    assert done["layers"] == DONE_LAYERS
     assert rig.op(op="run", procedure="isolate", params={"bay": 1})["session"] == "s2"
     rig.run(10)
     rig.op(op="abort", session="s2")

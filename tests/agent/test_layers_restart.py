@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 from goosectl.controller.shell.control import ControlUnavailable, request
+from tests.agent.test_layers import DONE_LAYERS
 from tests.support.procs import Sim, start_agent_bay
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,14 +108,7 @@ def test_after_sigkill_the_upper_layers_are_rebuilt_from_the_phase(tmp_path):
         done = wait_for(sock, "s1", lambda s: s["state"] in ("completed", "aborted"))
         assert done["outcome"] == "done" and done["text"] == "bay 1 done", done
         assert [x["step"] for x in done["results"]] == ["settle", "ask", "report"], done
-        assert done["layers"] == {
-            "phase": "ended",
-            "flow": "stopped",
-            "workflow": "report",
-            "host": "completed",
-            "aborted": False,
-            "refused_back": 0,
-        }
+        assert done["layers"] == DONE_LAYERS
 
         # a session whose confirmation may wait 2 s, and a controller down for longer:
         # after the restart it is aborted by its expiry, as it would have been
