@@ -274,7 +274,7 @@ def _live(
     except OSError as exc:
         raise AssemblyError(f"cannot open the network interfaces: {exc}") from exc
     stack.callback(live.live.close)
-    live.live.spin = o.spin
+    live.live.loop.spin = o.spin
     try:  # goose.prp native: the LRE between the sockets and the hub
         prp = attach_prp(live.live, o.prp or bay.config.goose.prp)
     except OSError as exc:
@@ -304,7 +304,7 @@ def _realtime(o: RunOptions, live: BayLive, stack: ExitStack) -> str | None:
             applied = ", ".join(apply(Realtime(o.rt_priority, o.cpu, o.realtime, fifo=o.realtime)))
         except RealtimeError as exc:
             raise AssemblyError(f"--realtime: {exc}") from exc
-        live.live.idle_gc = o.realtime
+        live.live.loop.idle_gc = o.realtime
     return ", ".join(n for n in (applied, latency) if n) or None
 
 

@@ -224,24 +224,6 @@ class LiveGoose:
         self._vlans: dict[Any, Vlan] = {}
 
     @property
-    def spin(self) -> bool:
-        """Poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)."""
-        return self.loop.spin
-
-    @spin.setter
-    def spin(self, on: bool) -> None:
-        self.loop.spin = on
-
-    @property
-    def idle_gc(self) -> bool:
-        """Collect garbage only in idle rounds (`run --realtime`)."""
-        return self.loop.idle_gc
-
-    @idle_gc.setter
-    def idle_gc(self, on: bool) -> None:
-        self.loop.idle_gc = on
-
-    @property
     def stopped(self) -> bool:
         return self.loop.stopped
 
@@ -407,7 +389,7 @@ class LiveGoose:
         gc.collect()
         gc.freeze()
         gc_was_on = gc.isenabled()
-        if self.idle_gc:  # --realtime: no collection ever starts on the frame path
+        if self.loop.idle_gc:  # --realtime: no collection ever starts on the frame path
             gc.disable()
         if start:
             self._start_hub()
