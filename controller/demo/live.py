@@ -244,10 +244,22 @@ class DeviceThread:
         self.shell = DeviceShell(self.transport, firmware=fw)
         self.pending: list[tuple[float, str, object]] = []
         self._stop = threading.Event()
+        self._held = threading.Event()
+        self._holding = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="device", daemon=True)
 
     def start(self) -> None:
         self._thread.start()
+
+    def hold(self) -> None:
+        """From now on the board reads nothing (a busy board): what is written to it waits
+        in the pty until `release`. Returns once its loop has stopped reading."""
+        self._held.set()
+        if not self._holding.wait(timeout=5):
+            raise RuntimeError("the device thread did not stop reading within 5 s")
+
+    def release(self) -> None:
+        self._held.clear()
 
     def inject_at(self, when: float, what: str, value: object) -> None:
         self.pending.append((when, what, value))
@@ -257,6 +269,11 @@ class DeviceThread:
 
         fd = self.shell.fileno()
         while not self._stop.is_set():
+            if self._held.is_set():
+                self._holding.set()
+                time.sleep(0.001)
+                continue
+            self._holding.clear()
             select.select([fd], [], [], 0.001)
             now = time.monotonic_ns()
             while self.pending and self.pending[0][0] <= time.monotonic():

@@ -102,6 +102,8 @@ class BayController:
         #: only says that outputs wait (`take_output`, `take_frames`). None: outputs are
         #: taken when the input returns, as replay and the demo do.
         self.urgent: Callable[[], None] | None = None
+        #: the link seq of the logic's newest device command (its `urgent` moment's command)
+        self.command_seq = 0
         self._now = now_ns
         self._start_machines(config, now_ns)
         self.reports.extend(self.hub.drain())
@@ -421,7 +423,7 @@ class BayController:
                 queue.extend(self.hub.drain())
             else:
                 self.reports.append(e)
-                self.link.send_command(e.command, now_ns)
+                self.command_seq = self.link.send_command(e.command, now_ns)
                 if self.urgent is not None:
                     self.urgent()
         elif t is PublishTopic:

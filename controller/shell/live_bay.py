@@ -325,6 +325,12 @@ class BayLive:
         #: for each frame that made the controller write to the device: ns from the frame
         #: read to the command's bytes taken by the port, the last 100,000 (the stop report)
         self.device_latencies: deque[int] = deque(maxlen=100_000)
+        #: a frame's command that could not go out at its urgent moment (stop-and-wait: a
+        #: keep-alive on the wire, or a link resynchronising): seq -> the frame's read time,
+        #: counted when the port takes it, so the report leaves no slow command out
+        self._owed: dict[int, int] = {}
+        self._command_seen = bay.command_seq
+        self.live.on_output.append(self._settle_owed)
         bay.urgent = self._urgent
         if reflex:
             self.core.reflex = LiveReflex(bay, self._write_reflex, self.live.send_early)
@@ -351,10 +357,27 @@ class BayLive:
         t_in = self.live.t_in
         if wrote and t_in is not None:
             self.device_latencies.append(time.monotonic_ns() - t_in)
+        seq = self.bay.command_seq
+        if seq != self._command_seen:  # this moment is a new command's
+            self._command_seen = seq
+            if not wrote and t_in is not None:
+                self._owed[seq] = t_in
+
+    def _settle_owed(self, _t: object = None) -> None:
+        """A command owed to a frame went out once it is the one on the wire, all taken."""
+        owed = self._owed
+        if not owed or self.serial.unsent:
+            return
+        pending = self.bay.link.commands.ctx["pending"]
+        if pending is not None and pending[0] in owed:
+            self.device_latencies.append(time.monotonic_ns() - owed.pop(pending[0]))
+        if len(owed) > 64:  # commands refused or abandoned before they were sent
+            owed.pop(next(iter(owed)))
 
     def _serial_round(self, now: int) -> None:
         serial, live = self.serial, self.live
         serial.poll(now)
+        self._settle_owed()
         fd = serial.fileno()
         if fd != self._fd:
             if self._fd is not None:

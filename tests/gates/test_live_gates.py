@@ -285,7 +285,8 @@ class LiveController:
     """`goosectl run`'s shell in the controller's namespace, in a thread, its control
     socket served by its loop; the breaker simulator on a pty."""
 
-    def __init__(self, lab, sock: Path) -> None:
+    def __init__(self, lab, sock: Path, device: dict | None = None) -> None:
+        """`device`: settings over the default config's `device:` (the link's timing)."""
         from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
         from goosectl.controller.config.load import load_config
         from goosectl.controller.demo.live import DeviceThread
@@ -298,7 +299,10 @@ class LiveController:
         self.device = DeviceThread(spring_ms=300)
         self.device.start()
         self.effects: list = []
-        self.bay = BayController(load_config(DEFAULT_CONFIG, ControllerConfig), time.monotonic_ns())
+        config = load_config(DEFAULT_CONFIG, ControllerConfig)
+        if device:
+            config = config.model_copy(update={"device": config.device.model_copy(update=device)})
+        self.bay = BayController(config, time.monotonic_ns())
         with self.ctl.entered():
             self.live = BayLive(self.bay, "net0", None, self.device.path, status_every=False)
         self.live.on_effects = self.effects.extend
@@ -316,12 +320,15 @@ class LiveController:
     def of(self, *types) -> list:
         return [e for e in list(self.effects) if type(e) in types]
 
-    def wait(self, what: str, cond, timeout: float = 10.0) -> None:
+    def wait(self, what: str, cond, timeout: float = 10.0, debug=None) -> None:
         """Until `cond()` holds (the controller's loop runs in its own thread)."""
         end = time.monotonic() + timeout
         while not cond():
             if time.monotonic() > end:
-                raise AssertionError(f"the controller did not {what} within {timeout} s")
+                raise AssertionError(
+                    f"the controller did not {what} within {timeout} s"
+                    + (f": {debug()}" if debug else "")
+                )
             time.sleep(0.01)
 
     def closed(self) -> None:
@@ -391,6 +398,38 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
     assert acks, frames  # the trip's new state
     assert len(frames) == len(set(frames)), [f for f in frames if frames.count(f) > 1]
     assert len(ctl.live.device_latencies) >= 2  # the close and the trip
+
+
+def test_a_trip_waiting_behind_the_command_on_the_wire_counts_in_the_stop_report(tmp_path):
+    """The link is stop-and-wait: a TRIP that arrives while the CLOSE is unanswered goes
+    out once the CLOSE is. Its frame-to-device time is the stop report's too (measured
+    from the trip frame's read), or the report's percentiles leave out the slow trips."""
+    require_root()
+    require_iec61850()
+    from goosectl.controller.logic.effects import DeviceCommand
+
+    # answers may take a second: the held board does not make the link give up
+    timing = {"response_timeout_ms": 1000, "max_retries": 1}
+    with netlab() as lab:
+        ctl = LiveController(lab, tmp_path / "ctl.sock", device=timing)
+        try:
+            ied = Substation(ctl.sub, "net0")
+            ctl.wait("bring the link up", lambda: ctl.bay.link.state == "up")
+            ctl.device.hold()  # the board reads nothing: the CLOSE stays unanswered
+            ied("scada 1")
+            ied("trip 1")
+            commands = lambda: [e.command for e in ctl.of(DeviceCommand)]  # noqa: E731
+            ctl.wait("command the trip", lambda: "trip" in commands(), debug=commands)
+            latencies = len(ctl.live.device_latencies)
+            ctl.device.release()
+            ctl.wait("write the trip", lambda: len(ctl.live.device_latencies) >= 2)
+            ied.close()
+        finally:
+            ctl.close()
+    # the CLOSE went out at its frame; the TRIP only when the CLOSE was answered
+    assert latencies == 1
+    assert len(ctl.live.device_latencies) == 2, list(ctl.live.device_latencies)
+    assert ctl.live.device_latencies[1] > ctl.live.device_latencies[0]
 
 
 def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(tmp_path):
