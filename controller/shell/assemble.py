@@ -96,6 +96,7 @@ class LiveController:
 
     def serve(self, until_ns: int | None) -> None:
         """Run the loop until `until_ns` or `stop()`, then close everything it holds."""
+        self.stderr.defer_to(self.live.live.loop.idle)  # the loop's lines: after its round
         try:
             self.live.run(until_ns)
         finally:

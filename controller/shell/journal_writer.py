@@ -88,11 +88,13 @@ class JournalWriter:
     """The writer thread of one `group` journal. `start()` attaches it; `Journal.close()`
     flushes and closes it (waiting up to its timeout for a disk that is full).
 
-    The loop's side of a hand-over is a deque append and two integer updates: no lock and
-    no wake-up call while batches keep coming (waking a thread costs the waker tens of
-    microseconds of context switches), because the writer, while there is traffic, looks
-    at the queue every `poll_s` on its own. After `idle_s` without a batch it sleeps on an
-    event, and the next hand-over sets it."""
+    The loop's side of a hand-over is a deque append, two integer updates and, when the
+    writer sleeps, one event set. The writer sleeps whenever its queue is empty and is
+    woken only by a hand-over, which the loop makes in its idle work, after the round's
+    inputs: the writer then runs while the loop waits in select. A writer that polled
+    its queue on its own clock would wake in the middle of inputs, ask for the GIL (taking
+    it from the loop within the switch interval) and, preempted while holding it under
+    default scheduling, keep the loop waiting until the host ran it again."""
 
     def __init__(
         self,
@@ -101,8 +103,6 @@ class JournalWriter:
         retention: Retention | None = None,
         retry_s: float = 1.0,
         coalesce_rows: int = 16_384,
-        poll_s: float = 0.005,
-        idle_s: float = 0.5,
     ) -> None:
         self.journal = journal
         self.path = journal.path
@@ -112,8 +112,6 @@ class JournalWriter:
         self.retention = retention or Retention()
         self.retry_s = retry_s
         self.coalesce_rows = coalesce_rows
-        self.poll_s = poll_s
-        self.idle_s = idle_s
         self._q: deque[Batch] = deque()
         #: rows handed over (written by the loop only) and rows done with (writer only)
         self._in_rows = 0
@@ -195,18 +193,14 @@ class JournalWriter:
     # -- the thread -----------------------------------------------------------------------
 
     def _next_work(self, next_check: float) -> bool:
-        """Wait for batches (polling while they flow, asleep when idle) or the retention
-        check; False once closing with nothing left."""
-        idle_since = time.monotonic()
+        """Wait, asleep, for batches or the retention check; False once closing with
+        nothing left."""
         while not self._q:
             now = time.monotonic()
             if self._stop.is_set():
                 return False
             if now >= next_check:
                 return True
-            if now - idle_since < self.idle_s:
-                time.sleep(min(self.poll_s, next_check - now))
-                continue
             self._sleeping = True
             if self._q:  # a batch came between the look and the flag: no sleep
                 self._sleeping = False

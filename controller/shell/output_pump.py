@@ -7,6 +7,12 @@ block, and the loop with it. `LinePump` has the two methods the log handler call
 on the thread that logged it, is appended to a bounded queue (no system call while the
 thread is busy); beyond `max_lines` lines are dropped and counted (`dropped`, in the stop
 report), never waited for.
+
+The thread is woken when the loop is done with its round (`kick`, the loop's idle work,
+once `defer_for` names the loop's thread), not at each line the loop logs while it handles
+a frame: a thread woken mid-input asks for the GIL and takes it from the loop within the
+switch interval, and if it is preempted while it holds it the loop waits for the host to
+run it again. Lines from any other thread wake it at once.
 """
 
 from __future__ import annotations
@@ -27,15 +33,28 @@ class LinePump:
         self.written = 0
         self.dropped = 0
         self.errors = 0
+        #: the thread whose lines wait for its `kick` (the live loop's), None: none do
+        self._defer_for: int | None = None
         self._thread = threading.Thread(target=self._run, name="output-pump", daemon=True)
         self._thread.start()
+
+    def defer_to(self, idle: list) -> None:
+        """The calling thread's lines wait for its idle work (`idle`, the loop's list), which
+        from now on wakes the pump once a round if lines wait."""
+        self._defer_for = threading.get_ident()
+        idle.append(self.kick)
+
+    def kick(self, _now: int = 0) -> None:
+        if self._q:
+            self._wake.set()
 
     def write(self, text: str) -> int:
         if len(self._q) >= self.max_lines:
             self.dropped += 1
             return 0
         self._q.append(text)
-        self._wake.set()
+        if threading.get_ident() != self._defer_for:
+            self._wake.set()
         return len(text)
 
     def flush(self) -> None:
