@@ -613,7 +613,8 @@ def signed_arm(
 ) -> SignedArm | None:
     """The signed form of the candidates `bufs`, for the extension of the subscription's
     last verified frame (`Policy.signed`) and the key it names; None when there is none,
-    its key is not in the key file or encrypts, or a signed candidate would not parse back
+    its key is not in the key file or encrypts, the last frame's MAC does not verify with
+    it (the key file changed since), or a signed candidate would not parse back
     (the gate's strict parse, `protocols/goose/security.py`) to the unsigned candidate
     with that key id. Only that key is armed: after a rollover the publisher's new key id
     takes the engine's path until a frame verified with it is the last one."""
@@ -632,8 +633,8 @@ def signed_arm(
     ext_len = len(last) - len(ext.unsigned)
     raw = last[apdu_end : apdu_end + ext_len]
     cut = _extension_cuts(raw, key.key.algorithm.mac_len, key.key.algorithm.gmac)
-    if cut is None:
-        return None
+    if cut is None or not key.key.check(ext.domain, ext.iv, ext.mac):
+        return None  # (the last frame verifies with the armed key: it is the gate's)
     by_len: dict[int, tuple[bytes, int, int]] = {}
     for buf, tal_at, w, t_at in bufs:
         signed = _signed_candidate(buf, raw, gate, ext.key_id)
