@@ -228,3 +228,66 @@ def test_verifying_the_trip_path_and_a_flood(benchmark, short, tmp_path):
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "--short", "-s"])
+
+
+def test_verifying_the_reflex_trip(benchmark, short, tmp_path):
+    """The shipped path (`goosectl run`, the trip reflex on): the trip frame matched by
+    the armed reflex until the TRIP bytes are ready, unsigned against signed (HMAC, the
+    budget; GMAC reported), one process, alternated in rounds, journal and GC on. Each
+    measured call must fire (`TripBench(reflex=True)` raises otherwise), so a signed trip
+    that fell back to the engine's path cannot pass as a fast one."""
+    keys = _keys(tmp_path)
+    group = "auth-reflex (trip frame -> TRIP bytes on the reflex, journal and GC on)"
+    n = 1000 if short else 5000  # a p99 rests on >= 1,000 trips each
+    rounds = 4
+    benches = {
+        "unsigned": TripBench(journal=tmp_path / "r-plain.sqlite", reflex=True),
+        "hmac-sha256-128": TripBench(
+            journal=tmp_path / "r-hmac.sqlite", reflex=True, keys=keys, key_id=7
+        ),
+        "aes-gmac-128": TripBench(
+            journal=tmp_path / "r-gmac.sqlite", reflex=True, keys=keys, key_id=8
+        ),
+    }
+    got: dict[str, list[int]] = {k: [] for k in benches}
+    try:
+        for _ in range(rounds):
+            for name, bench in benches.items():
+                got[name] += bench.sample(n // rounds, warmup=5).to_serial
+        rows = {name: bench.journal_rows for name, bench in benches.items()}
+    finally:
+        for bench in benches.values():
+            bench.close()
+    assert all(rows.values()), rows  # the journal was on
+    for name in ("hmac-sha256-128", "aes-gmac-128"):
+        counts = benches[name].bay.hub.counters()["auth"]["prot"]["counts"]
+        assert set(counts) == {"verified"}, (name, counts)
+    ref = summarise("unsigned reflex trip", group, got["unsigned"])
+    res = {
+        name: ratio(summarise(f"signed reflex trip, {name}", group, got[name]), ref)
+        for name in ("hmac-sha256-128", "aes-gmac-128")
+    }
+    hmac_res = res["hmac-sha256-128"]
+    added = hmac_res.p50 - ref.p50
+    host = host_jitter(hmac_res, len(got["hmac-sha256-128"]), keep_gc=True)
+    benchmark.extra_info.update(
+        {
+            "unsigned": ref.as_dict(),
+            **{name: r.as_dict() for name, r in res.items()},
+            "added_p50_us": {name: round(r.p50 - ref.p50, 3) for name, r in res.items()},
+        }
+    )
+    benchmark.pedantic(lambda: None, rounds=1)
+    print(
+        f"\nreflex trip p50/p99: unsigned {ref.p50:.2f}/{ref.p99:.2f} us, HMAC "
+        f"{hmac_res.p50:.2f}/{hmac_res.p99:.2f} us, GMAC {res['aes-gmac-128'].p50:.2f}/"
+        f"{res['aes-gmac-128'].p99:.2f} us"
+    )
+    assert hmac_res.p99 < HARD_LIMIT_US
+    check_budget(
+        added <= TRIP_ADDED_P50_US,
+        f"verifying adds {added:.2f} us to the reflex trip's p50 (signed HMAC "
+        f"{hmac_res.p50:.2f} us against unsigned {ref.p50:.2f} us, alternated), budget "
+        f"{TRIP_ADDED_P50_US} us; GMAC adds {res['aes-gmac-128'].p50 - ref.p50:.2f} us; "
+        f"{jitter_note(hmac_res, host)}",
+    )

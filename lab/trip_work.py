@@ -31,11 +31,17 @@ import subprocess
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from goosectl.controller.config.keys import KeyFile
 
 #: the libc function every measured call is made from (`qsort`, which sorts in `qsort_r`:
 #: callgrind's bracket is the inner one, which it attributes the comparison to)
 BRACKET = "qsort_r"
 _COLLECTED = re.compile(r"Collected\s*:\s*([\d,]+)")
+#: the key id of a signed count's trip stream
+SIGNED_KEY_ID = 7
 
 
 class TripWorkError(RuntimeError):
@@ -81,11 +87,22 @@ def _bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
     return call
 
 
-def child(trips: int, noop: bool, reflex: bool = False) -> None:
+def signed_keys() -> KeyFile:
+    """The key file of a signed count (`--signed`): the trip stream's HMAC-SHA256-128 key,
+    in force for the whole run (a fixed secret: only the work is counted)."""
+    from goosectl.controller.config.keys import Key, KeyFile
+    from goosectl.protocols.goose.security import ALGORITHMS, MacKey
+
+    key = MacKey(SIGNED_KEY_ID, ALGORITHMS["hmac-sha256-128"], bytes(range(1, 33)))
+    return KeyFile("trip_work", {SIGNED_KEY_ID: Key(key, 0, 1 << 62)}, 0)
+
+
+def child(trips: int, noop: bool, reflex: bool = False, signed: bool = False) -> None:
     """The process valgrind runs: `trips` trips (after 3 unbracketed ones: the path's first
     calls, imports and specialisation, unseen), each bracketed, or a bracketed no-op
     beside each unbracketed trip. `reflex`: the bracketed call is the reflex's (its match
-    and outputs, `TripBench(reflex=True)`), the engine's call after it unbracketed."""
+    and outputs, `TripBench(reflex=True)`), the engine's call after it unbracketed.
+    `signed`: the trip stream signed (IEC 62351-6, `auth: required`, `signed_keys`)."""
     from goosectl.lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
@@ -95,14 +112,17 @@ def child(trips: int, noop: bool, reflex: bool = False) -> None:
         call(lambda: None)
         trip()
 
-    bench = TripBench(reflex=reflex)
+    keys = signed_keys() if signed else None
+    bench = TripBench(reflex=reflex, keys=keys, key_id=SIGNED_KEY_ID if signed else None)
     try:
         bench.sample(trips, warmup=3, around=beside if noop else call)
     finally:
         bench.close()
 
 
-def _collected(trips: int, noop: bool, python: str, reflex: bool = False) -> int:
+def _collected(
+    trips: int, noop: bool, python: str, reflex: bool = False, signed: bool = False
+) -> int:
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise TripWorkError("valgrind is not installed (Debian package valgrind)")
@@ -119,6 +139,7 @@ def _collected(trips: int, noop: bool, python: str, reflex: bool = False) -> int
         str(trips),
         *(["--noop"] if noop else []),
         *(["--reflex"] if reflex else []),
+        *(["--signed"] if signed else []),
     ]
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
@@ -132,11 +153,14 @@ def _collected(trips: int, noop: bool, python: str, reflex: bool = False) -> int
     return n
 
 
-def measure(trips: int = 10, python: str = sys.executable, reflex: bool = False) -> TripWork:
+def measure(
+    trips: int = 10, python: str = sys.executable, reflex: bool = False, signed: bool = False
+) -> TripWork:
     """Instructions per trip call, from two callgrind runs of `trips` calls each; with
-    `reflex`, of the reflex's call (frame -> TRIP bytes and ack frame, the engine after)."""
-    full = _collected(trips, False, python, reflex)
-    empty = _collected(trips, True, python, reflex)
+    `reflex`, of the reflex's call (frame -> TRIP bytes and ack frame, the engine after);
+    with `signed`, of a trip stream signed with HMAC-SHA256-128 (`auth: required`)."""
+    full = _collected(trips, False, python, reflex, signed)
+    empty = _collected(trips, True, python, reflex, signed)
     version = subprocess.run(
         [python, "-c", "import platform; print(platform.python_version())"],
         capture_output=True,
@@ -152,14 +176,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--reflex", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--signed", action="store_true", help="the trip stream signed (HMAC)")
     p.add_argument("--only", choices=("engine", "reflex"), help="count one path (both by default)")
     args = p.parse_args(argv)
     if args.child:
-        child(args.trips, args.noop, args.reflex)
+        child(args.trips, args.noop, args.reflex, args.signed)
         return 0
     paths = [args.only] if args.only else ["engine", "reflex"]
     try:
-        counted = [(name, measure(args.trips, reflex=name == "reflex")) for name in paths]
+        counted = [
+            (name, measure(args.trips, reflex=name == "reflex", signed=args.signed))
+            for name in paths
+        ]
     except TripWorkError as exc:
         print(f"trip_work: {exc}", file=sys.stderr)
         return 2

@@ -149,6 +149,7 @@ class Policy:
         "machine",
         "mode",
         "pending",
+        "signed",
         "stream",
         "verified",
     )
@@ -166,6 +167,9 @@ class Policy:
         #: told of (None: tell it at the next one)
         self.verified = 0
         self.key_id: int | None = None
+        #: the last Layer-2 frame that verified, as received: the extension the trip
+        #: reflex expects on the next one (`controller/logic/reflex.py`)
+        self.signed: bytes | None = None
 
 
 @cache
@@ -260,6 +264,7 @@ class AuthGate:
                     if key.check_hmac(memoryview(buf)[off:av_end], buf[av_end + 2 : ext_end]):
                         self.last = ok
                         pol.verified += 1
+                        pol.signed = buf
                         if ext_end == len(buf):
                             return head + buf[head_end:apdu_end]
                         return head + buf[head_end:apdu_end] + buf[ext_end:]  # padding
@@ -285,6 +290,7 @@ class AuthGate:
         if status == "verified":
             pol.verified += 1
             if carried is None:
+                pol.signed = buf
                 self._remember(pol, buf, verdict)
             if pol.key_id != verdict.key_id:  # the first verified frame, or a new key id
                 pol.key_id = verdict.key_id

@@ -53,9 +53,13 @@ from goosectl.controller.logic.effects import DeviceCommand, PublishTopic
 from goosectl.controller.logic.mapping import publication_values
 from goosectl.controller.logic.mode_actions import TEST_STATES, WITHHOLDING
 from goosectl.protocols.goose import GooseError, UtcTime, decode_frame
+from goosectl.protocols.goose.security import MacKey
+from goosectl.protocols.goose.security import parse as parse_extension
 
 if TYPE_CHECKING:
+    from goosectl.controller.config.keys import KeyFile
     from goosectl.controller.engine.timers import TimerHeap
+    from goosectl.controller.goose.auth import AuthGate, Policy
     from goosectl.controller.logic.core import BayController
     from goosectl.controller.logic.mapping import Rule
 
@@ -341,6 +345,37 @@ def _nothing(_ctx: Any) -> tuple:
 
 
 @dataclass(slots=True, eq=False)
+class SignedArm:
+    """A signed stream's candidate (IEC 62351-6): the unsigned candidate's octets with the
+    reserved fields its header profile writes, then the extension of the stream's last
+    verified frame, and what the gate verifies it with (the key entry's prepared key, its
+    window with the grace, the key file it came from)."""
+
+    #: frame length -> (the signed frame's octets before the TAL TLV, TAL width, `t`'s offset)
+    by_len: dict[int, tuple[bytes, int, int]]
+    #: the extension's length, its octets up to TimeToNextKey's content and that content's
+    #: width; after it, up to the IV's content (GMAC) or through the mAC's tag and length
+    ext_len: int
+    head: bytes
+    ttnk: int
+    rest: bytes
+    #: GMAC: the IV's length (12) and the octets after it through the mAC's tag and length
+    iv_len: int
+    after_iv: bytes
+    mac_len: int
+    #: the EtherType's offset (where the MAC's domain starts)
+    off: int
+    key: MacKey
+    key_id: int
+    #: the key's window in UTC ns, the grace included (`in_force`)
+    lo: int
+    hi: int
+    gate: AuthGate
+    policy: Policy
+    keys: KeyFile
+
+
+@dataclass(slots=True, eq=False)
 class Arming:
     """One protection stream's next trip frame, and what the engine emits for it."""
 
@@ -370,16 +405,30 @@ class Arming:
     #: each emitted frame cut at those places (None: no UTC in it), joined by the UTC
     pieces: tuple[tuple[bytes, ...] | None, ...]
 
+    #: the candidate as its publisher signs it (IEC 62351-6), None: unsigned only
+    signed: SignedArm | None = None
+
     def match(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
         """True if the engine, given `buf` now, trips and emits `emitted` (see module)."""
-        e = self.by_len.get(len(buf))
-        if e is None or side != self.side or vlan != self.vlan:
+        n = len(buf)
+        e = self.by_len.get(n)
+        if e is None:
+            s = self.signed
+            return s is not None and self._match_signed(s, buf, n, side, now_ns, vlan)
+        return self._pdu(buf, e, n, side, now_ns, vlan) and self.same()
+
+    def _pdu(
+        self, buf: bytes, e: tuple[bytes, int, int], end: int, side: str, now_ns: int, vlan: Any
+    ) -> bool:
+        """The frame's octets up to `end` (the APDU's) are the candidate's but for TAL and
+        `t`, those within their bounds, and no timer that matters is due."""
+        if side != self.side or vlan != self.vlan:
             return False
         prefix, w, t_at = e
         g = len(prefix)
         if buf[:g] != prefix or buf[g + 1] != w or buf[g] != TAL or buf[g + 2] & 0x80:
             return False
-        if buf[t_at + 8 :] != self.tail or buf[g + 2 + w : t_at] != self.mid:
+        if buf[t_at + 8 : end] != self.tail or buf[g + 2 + w : t_at] != self.mid:
             return False
         tal = int.from_bytes(buf[g + 2 : g + 2 + w])
         if not 0 < tal <= self.tal_limit_ms:
@@ -395,7 +444,47 @@ class Arming:
         for timers in self.timers:
             if timers.any_due(now_ns) and not only_harmless_due(timers, now_ns, self.harmless):
                 return False
-        return self.same()
+        return True
+
+    def _match_signed(
+        self, s: SignedArm, buf: bytes, n: int, side: str, now_ns: int, vlan: Any
+    ) -> bool:
+        """`match` for a signed frame: the candidate's APDU, then the extension the gate
+        would verify (`controller/goose/auth.py`): its octets the last verified frame's but
+        for TimeToNextKey (its width, minimal as the strict parse wants it) and the IV, the
+        key file the same, the key in its window, and the MAC last (constant time)."""
+        e = s.by_len.get(n)
+        if e is None:
+            return False
+        a = n - s.ext_len  # the APDU's end
+        if not self._pdu(buf, e, a, side, now_ns, vlan):
+            return False
+        h = a + len(s.head)
+        if buf[a:h] != s.head:
+            return False
+        if s.ttnk > 1:
+            b0, b1 = buf[h], buf[h + 1] & 0x80
+            if (b0 == 0 and not b1) or (b0 == 0xFF and b1):
+                return False
+        r = h + s.ttnk
+        q = r + len(s.rest)
+        if buf[r:q] != s.rest:
+            return False
+        iv = None
+        if s.iv_len:
+            iv = buf[q : q + s.iv_len]
+            q += s.iv_len
+            if buf[q : n - s.mac_len] != s.after_iv:
+                return False
+        gate = s.gate
+        if gate.keys is not s.keys or gate.carried is not None or s.policy.key_id != s.key_id:
+            return False
+        if not s.lo <= now_ns + gate.utc_offset_ns <= s.hi or not self.same():
+            return False
+        av_end = n - s.mac_len - 2
+        if iv is None:
+            return s.key.check_hmac(memoryview(buf)[s.off : av_end], buf[av_end + 2 :])
+        return s.key.check(buf[s.off : av_end], iv, buf[av_end + 2 :])
 
     def fire(self, buf: bytes, side: str, now_ns: int, vlan: Any, utc_ns: int) -> Emitted | None:
         """What to write and send for `buf` now (the bay's UTC `utc_ns`), or None: the
@@ -454,11 +543,18 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
     if utc_at is None:
         return None
     limit_ms = (stream.tal_limit_ns // 1_000_000) if stream.tal_limit_ns else (1 << 31) - 1
-    by_len, mid, tail = _tal_widths(mem.buf, st, rule.index, cand.tal_at, limit_ms)
-    if not by_len:
+    by_len, mid, tail, bufs = _tal_widths(mem.buf, st, rule.index, cand.tal_at, limit_ms)
+    gate = bay.hub.bank.auth
+    pol = gate.policy(cand.buf) if gate is not None else None
+    signed = None
+    if gate is not None and pol is not None and pol.mode != "off":
+        signed = signed_arm(gate, pol, bufs)
+        if pol.mode == "required":
+            by_len = {}  # an unsigned frame never reaches the logic
+    if not by_len and signed is None:
         return None
     arming = Arming(by_len=by_len, emitted=first, mid=mid, same=same, t_ref=[None, b""],
-                    pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
+                    signed=signed, pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
                     tal_limit_ms=limit_ms, timers=(bay.scheduler.timers, bay.link.bus.timers),
                     harmless=harmless_timers(bay, now), utc_at=utc_at,
                     vlan=mem.tag)  # fmt: skip
@@ -490,11 +586,13 @@ def _armable_stream(bay: BayController, rule: Rule) -> Any:
 
 def _tal_widths(
     buf: bytes, st: int, index: int, tal_at: int, limit_ms: int
-) -> tuple[dict[int, tuple[bytes, int, int]], bytes, bytes]:
+) -> tuple[dict[int, tuple[bytes, int, int]], bytes, bytes, list[tuple[bytes, int, int, int]]]:
     """The candidate built with a TAL of each width (1-4 octets) the stream's TAL limit
-    allows, keyed by frame length: (head up to TAL, width, offset of t); and the bytes
-    between TAL and t, and after t (the same for every width)."""
+    allows, keyed by frame length: (head up to TAL, width, offset of t); the bytes
+    between TAL and t, and after t (the same for every width); and each candidate whole
+    (its octets, TAL offset, TAL width, offset of t), for its signed form (`signed_arm`)."""
     by_len: dict[int, tuple[bytes, int, int]] = {}
+    bufs: list[tuple[bytes, int, int, int]] = []
     mid = tail = b""
     for w in (1, 2, 3, 4):
         tal = 1 << (8 * (w - 1)) if w > 1 else 1
@@ -504,9 +602,98 @@ def _tal_widths(
         if alt is None or alt.tal_at != tal_at:
             continue
         by_len[len(alt.buf)] = (alt.buf[:tal_at], w, alt.t_at)
+        bufs.append((alt.buf, tal_at, w, alt.t_at))
         mid = alt.buf[tal_at + 2 + w : alt.t_at]
         tail = alt.buf[alt.t_at + 8 :]
-    return by_len, mid, tail
+    return by_len, mid, tail, bufs
+
+
+def signed_arm(
+    gate: AuthGate, pol: Policy, bufs: list[tuple[bytes, int, int, int]]
+) -> SignedArm | None:
+    """The signed form of the candidates `bufs`, for the extension of the subscription's
+    last verified frame (`Policy.signed`) and the key it names; None when there is none,
+    its key is not in the key file or encrypts, the last frame's MAC does not verify with
+    it (the key file changed since), or a signed candidate would not parse back
+    (the gate's strict parse, `protocols/goose/security.py`) to the unsigned candidate
+    with that key id. Only that key is armed: after a rollover the publisher's new key id
+    takes the engine's path until a frame verified with it is the last one."""
+    last, keys = pol.signed, gate.keys
+    if last is None or keys is None:
+        return None
+    try:
+        ext = parse_extension(last, gate.profile)
+    except GooseError:
+        return None
+    key = keys.keys.get(ext.key_id) if ext is not None else None
+    if ext is None or key is None or key.key.algorithm.encrypts:
+        return None
+    off = 16 if last[12:14] == b"\x81\x00" else 12
+    apdu_end = off + 2 + int.from_bytes(last[off + 4 : off + 6])
+    ext_len = len(last) - len(ext.unsigned)
+    raw = last[apdu_end : apdu_end + ext_len]
+    cut = _extension_cuts(raw, key.key.algorithm.mac_len, key.key.algorithm.gmac)
+    if cut is None or not key.key.check(ext.domain, ext.iv, ext.mac):
+        return None  # (the last frame verifies with the armed key: it is the gate's)
+    by_len: dict[int, tuple[bytes, int, int]] = {}
+    for buf, tal_at, w, t_at in bufs:
+        signed = _signed_candidate(buf, raw, gate, ext.key_id)
+        if signed is not None:
+            by_len[len(signed)] = (signed[:tal_at], w, t_at)
+    if not by_len:
+        return None
+    head, ttnk, rest, iv_len, after_iv = cut
+    return SignedArm(
+        by_len=by_len, ext_len=ext_len, head=head, ttnk=ttnk, rest=rest, iv_len=iv_len,
+        after_iv=after_iv, mac_len=key.key.algorithm.mac_len, off=off, key=key.key,
+        key_id=ext.key_id, lo=key.not_before_ns - keys.grace_ns,
+        hi=key.not_after_ns + keys.grace_ns, gate=gate, policy=pol, keys=keys,
+    )  # fmt: skip
+
+
+def _extension_cuts(
+    raw: bytes, mac_len: int, gmac: bool
+) -> tuple[bytes, int, bytes, int, bytes] | None:
+    """A verified extension (`A0 { A4 { 80 81 82 [83] 84 } 85 }`) cut where the next
+    frame's may differ: (the octets before TimeToNextKey's content, its width, the octets
+    after it up to the IV's content or through the mAC's tag and length, the IV's length,
+    the octets after the IV through the mAC's tag and length); None if it is not that."""
+    outer = _tlvs(raw, 0, len(raw))
+    if outer is None or len(outer) != 1 or outer[0][0] != 0xA0:
+        return None
+    inner = _tlvs(raw, outer[0][2], len(raw))
+    if inner is None or [t for t, *_ in inner] != [0xA4, 0x85]:
+        return None
+    (_, _, c4, e4), (_, _, c5, e5) = inner
+    if e5 - c5 != mac_len:
+        return None
+    fields = {t: (c, e) for t, _, c, e in _tlvs(raw, c4, e4) or ()}
+    if 0x82 not in fields or (0x83 in fields) != gmac:
+        return None
+    c82, e82 = fields[0x82]
+    if not gmac:
+        return raw[:c82], e82 - c82, raw[e82:c5], 0, b""
+    c83, e83 = fields[0x83]
+    return raw[:c82], e82 - c82, raw[e82:c83], e83 - c83, raw[e83:c5]
+
+
+def _signed_candidate(buf: bytes, raw: bytes, gate: AuthGate, key_id: int) -> bytes | None:
+    """The unsigned candidate `buf` as its publisher signs it: the reserved fields its
+    header profile writes for an extension of `raw`'s length, then `raw` (its MAC zeroed:
+    only the layout is checked here); None unless the gate's strict parse reads it back as
+    `buf` signed with `key_id`."""
+    off = 16 if buf[12:14] == b"\x81\x00" else 12
+    r1 = int.from_bytes(buf[off + 6 : off + 8])
+    r2 = int.from_bytes(buf[off + 8 : off + 10])
+    try:
+        r1, r2 = gate.profile.write(r1, r2, len(raw), buf[off : off + 6])
+        signed = buf[: off + 6] + r1.to_bytes(2) + r2.to_bytes(2) + buf[off + 10 :] + raw
+        ext = parse_extension(signed, gate.profile)
+    except GooseError:
+        return None
+    if ext is None or ext.key_id != key_id or ext.unsigned != buf:
+        return None
+    return signed
 
 
 def harmless_timers(bay: BayController, now_ns: int) -> frozenset[tuple[str, str]]:

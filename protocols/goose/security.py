@@ -97,6 +97,12 @@ class MacKey:
         self.key_id = key_id
         self.algorithm = algorithm
 
+    def __deepcopy__(self, memo: dict[int, Any]) -> MacKey:
+        """The key itself: prepared once and never changed (its states are copied before
+        each use), so a copied controller (the reflex's property test) shares it; OpenSSL's
+        contexts cannot be pickled."""
+        return self
+
     def mac(self, domain: bytes, iv: bytes | None) -> bytes:
         """The tag over `domain` (GMAC: `domain` as associated data, nothing encrypted)."""
         if self.algorithm.encrypts:

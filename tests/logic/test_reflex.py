@@ -20,25 +20,56 @@ from functools import cache
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
+from hypothesis.errors import InvalidArgument
 
+from goosectl.controller.config.keys import KeyFile
+from goosectl.controller.demo.scenario import EPOCH
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
 from goosectl.lab.latency import MS, TripBench
-from goosectl.protocols.goose import Boolean, Quality, parse_header
+from goosectl.protocols.goose import Boolean, GooseError, Quality, parse_header
+from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
+from goosectl.protocols.goose.security import parse as parse_extension
+from tests.goose.keyfiles import keyfile
 
 SECOND = 1000 * MS
+SECRET = bytes(range(1, 33))
+#: key ids: the stream's HMAC and GMAC keys, one expired an hour before the bench's start,
+#: and one the key file does not hold (its secret the HMAC key's)
+HMAC, GMAC, EXPIRED, UNKNOWN = 7, 8, 5, 9
+YEAR = 365 * 24 * 3600 * SECOND
+KEYS = {
+    HMAC: MacKey(HMAC, ALGORITHMS["hmac-sha256-128"], SECRET),
+    GMAC: MacKey(GMAC, ALGORITHMS["aes-gmac-128"], SECRET[:16]),
+    EXPIRED: MacKey(EXPIRED, ALGORITHMS["hmac-sha256-128"], SECRET),
+    UNKNOWN: MacKey(UNKNOWN, ALGORITHMS["hmac-sha256-128"], SECRET),
+}
 
 
 @cache
-def _base() -> TripBench:
-    bench = TripBench()
+def key_file() -> KeyFile:
+    import tempfile
+    from pathlib import Path
+
+    entries = [
+        {"key_id": k, "algorithm": KEYS[k].algorithm.name, "secret": s, "not_before": 0,
+         "not_after": EPOCH + (-3600 * SECOND if k == EXPIRED else 10 * YEAR)}
+        for k, s in ((HMAC, SECRET), (GMAC, SECRET[:16]), (EXPIRED, SECRET))
+    ]  # fmt: skip
+    return keyfile(Path(tempfile.mkdtemp(prefix="reflex-keys-")), entries)
+
+
+@cache
+def _base(key_id: int | None = None) -> TripBench:
+    bench = TripBench() if key_id is None else TripBench(keys=key_file(), key_id=key_id)
     bench._reclose()
     return bench
 
 
-def fresh() -> TripBench:
-    """A bench of its own, the breaker closed, the trip stream valid at FALSE."""
-    bench = copy.deepcopy(_base())
+def fresh(key_id: int | None = None) -> TripBench:
+    """A bench of its own, the breaker closed, the trip stream valid at FALSE; with
+    `key_id`, the stream signed with that key and subscribed `auth: required`."""
+    bench = copy.deepcopy(_base(key_id))
     # the base's instrumentation would stamp the base's clock: the engine's own methods
     for obj in (bench.bay.link, bench.bay.hub):
         for name in [n for n in vars(obj) if callable(getattr(type(obj), n, None))]:
@@ -168,6 +199,29 @@ def refused(buf: bytes, how: str | None) -> bytes:
     return bytes(b)
 
 
+#: how a spliced frame of a signed stream is signed: (key id or None, TimeToNextKey)
+signing = st.one_of(
+    st.just((HMAC, -1)),  # as the IED signs (no next key: -1)
+    st.tuples(st.sampled_from([HMAC, GMAC, EXPIRED, UNKNOWN, None]), st.sampled_from([-1, 5, 300])),
+)
+
+
+def signed_as(buf: bytes, how: tuple[int | None, int], own: int, iv: int) -> bytes:
+    """`buf` signed with key `how[0]` (the stream's own algorithm if it is the HMAC id
+    and the stream signs with GMAC), TimeToNextKey `how[1]`; unsigned for None."""
+    key_id, ttnk = how
+    if key_id is None:
+        return buf
+    if key_id == HMAC:
+        key_id = own
+    key = KEYS[key_id]
+    iv_octets = iv.to_bytes(12) if key.algorithm.gmac else None
+    try:
+        return sign(buf, key, PROFILES["length-crc"], iv=iv_octets, time_to_next_key=ttnk)
+    except GooseError:  # a flip made it no GOOSE frame: sent as it is
+        return buf
+
+
 @settings(
     max_examples=int(os.environ.get("REFLEX_EXAMPLES", "150")),
     deadline=None,
@@ -182,9 +236,17 @@ def refused(buf: bytes, how: str | None) -> bytes:
     # loop, which reads a frame before it fires them): repeats of its publishers due, or a
     # TAL
     late_ms=st.sampled_from([0, 0, 0, 0, 1, 5, 80, 150, 300, 500, 2000, 70_000]),
+    # the stream unsigned, or signed with the HMAC or the GMAC key (`auth: required`)
+    auth=st.sampled_from([None, None, HMAC, GMAC]),
+    signer=signing,
+    flip_signed=st.one_of(
+        st.none(), st.none(), st.tuples(st.integers(0, 200), st.integers(1, 255))
+    ),
 )
-def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms):
-    bench = fresh()
+def test_reflex_acts_only_as_the_engine_does(
+    before, after, final, side, late_ms, auth, signer, flip_signed
+):
+    bench = fresh(auth)
     bay = bench.bay
     for step in before:
         apply(bench, step)
@@ -210,17 +272,39 @@ def test_reflex_acts_only_as_the_engine_does(before, after, final, side, late_ms
             b = bytearray(buf)
             b[flip[0] % len(b)] ^= flip[1]
             buf = bytes(b)
+        if auth is not None:
+            buf = signed_as(buf, signer, auth, now)
+    if auth is not None and flip_signed is not None:  # anywhere: the MAC, the extension
+        b = bytearray(buf)
+        b[len(b) - 1 - flip_signed[0] % len(b)] ^= flip_signed[1]
+        buf = bytes(b)
     now += late_ms * MS
     due = arming is not None and any(t.any_due(now) for t in arming.timers)
     fired = _judge(bench, arming, buf, side, now)
-    event(f"fired: {fired}" + (" (a timer due)" if fired and due else ""))
+    event(f"auth {auth}: fired: {fired}" + (" (a timer due)" if fired and due else ""))
+
+
+def note(what: str) -> None:
+    """A hypothesis event, when inside a hypothesis test."""
+    with contextlib.suppress(InvalidArgument):
+        event(what)
 
 
 def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: int) -> bool:
-    """Whether the reflex fired; if it did, the engine's outputs are asserted equal."""
+    """Whether the reflex fired; if it did, the engine's outputs are asserted equal (and
+    its auth gate verified the frame); if it did not, the engine runs all the same, so a
+    refusal of the gate is seen to go with a reflex that stayed silent."""
     bay = bench.bay
     fired = arming is not None and arming.match(buf, side, now, None)
     if not fired:
+        gate = bay.hub.bank.auth
+        was = bay.bay.state
+        engine_outputs(bay, buf, side, now)
+        if gate is not None and gate.last is not None:
+            verdict = gate.last.reason or gate.last.status
+            tripped = was != "tripping" and bay.bay.state == "tripping"
+            note(f"silent; the gate: {verdict}; the engine tripped: {tripped}")
+            assert verdict == "verified" or not tripped, "the engine tripped on a refusal"
         return False
     assert arming is not None
     expected = arming.outputs(now + bay.utc_offset_ns)
@@ -235,6 +319,11 @@ def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: 
         (f.gocb_ref, f.sides, f.data) for f in expected.frames
     ], "the engine sent other frames"
     assert bay.bay.state == "tripping"
+    gate = bay.hub.bank.auth
+    if gate is not None:
+        verdict, mode = gate.last, gate.last_policy.mode
+        assert verdict is not None and verdict.status != "refused", verdict
+        assert verdict.status == "verified" or mode == "optional", (verdict, mode)
     return True
 
 
@@ -376,3 +465,86 @@ def test_no_reflex_without_a_trip_frame():
     now = bench.wire.now_ns + 2 * MS
     fired, *_ = shell.frame(ied_frame(bench, False, Quality(), now), now)
     assert not fired and not shell.port
+
+
+def signed_trip(key_id: int) -> tuple[TripBench, Arming, bytes, int]:
+    """A bench whose trip stream is signed with `key_id`, armed, and the IED's trip."""
+    bench = fresh(key_id)
+    arming = arm(bench.bay, trip_rules(bench.bay)[0])
+    assert arming is not None and arming.signed is not None and not arming.by_len
+    now = bench.wire.now_ns + 3 * MS
+    return bench, arming, ied_frame(bench, True, Quality(), now), now
+
+
+def test_a_signed_trip_fires_and_matches_the_engine():
+    """HMAC and GMAC (a new IV every frame): the IED's signed trip fires the reflex, and
+    the engine, its gate verifying the frame, writes the same TRIP and the same ack."""
+    for key_id in (HMAC, GMAC):
+        bench, arming, buf, now = signed_trip(key_id)
+        assert _judge(bench, arming, buf, "A", now), key_id
+
+
+def test_no_signed_forgery_fires_the_reflex():
+    """`auth: required`: the IED's trip unsigned, signed with a key id the file does not
+    hold (the right secret), with an expired key, with any single octet flipped (every
+    position): where the reflex fires, the engine trips alike; the extension and the MAC
+    flipped, and the forgeries, never fire, and the engine refuses them too."""
+    bench, arming, buf, now = signed_trip(HMAC)
+    bay = bench.bay
+    stream = next(s for s in bay.hub.bank.streams.values() if s.label == "prot")
+    unsigned = candidate(stream.memory.buf, stream.machine.ctx["st"] + 1, 0).buf
+    tried = {
+        "unsigned": _flip_t(unsigned, buf.index(b"\x84\x08", 40) + 2, 3 * MS, None),
+        "unknown_key": signed_as(unsigned, (UNKNOWN, -1), HMAC, 0),
+        "expired_key": signed_as(unsigned, (EXPIRED, -1), HMAC, 0),
+    }
+    for reason, forged in tried.items():
+        assert not arming.match(forged, "A", now, None), reason
+    ext_at = len(buf) - (2 + 16) - 14  # the extension's 34 octets: A0 20 A4 0C ... 85 10 MAC
+    for i in range(len(buf)):
+        copy_ = fresh(HMAC)
+        again = arm(copy_.bay, trip_rules(copy_.bay)[0])
+        assert again is not None
+        flipped = bytearray(buf)
+        flipped[i] ^= 0x01
+        fired = _judge(copy_, again, bytes(flipped), "A", now)
+        assert not (fired and i >= ext_at), f"flipped octet {i} of the extension fired"
+    for reason, forged in tried.items():
+        engine_outputs(bay, forged, "A", now)
+        assert bay.hub.bank.auth.last.reason == reason and bay.bay.state != "tripping"
+
+
+def test_a_reloaded_key_file_or_a_key_past_its_window_disarms_the_signed_match():
+    """The key file replaced (a reload), or the frame after the key's not_after and grace:
+    the signed trip no longer matches, the engine's path decides."""
+    bench, arming, buf, now = signed_trip(HMAC)
+    gate = bench.bay.hub.bank.auth
+    assert arming.match(buf, "A", now, None)
+    key = gate.keys.keys[HMAC]
+    late = key.not_after_ns + gate.keys.grace_ns + 1 - gate.utc_offset_ns
+    assert arming.signed is not None and late > arming.signed.hi - gate.utc_offset_ns
+    assert (
+        arming.signed is not None
+        and not arming.signed.lo <= late + gate.utc_offset_ns <= arming.signed.hi
+    )
+    gate.set_keys(dataclasses.replace(gate.keys))
+    assert not arming.match(buf, "A", now, None)
+
+
+def test_auth_optional_arms_both_the_signed_and_the_unsigned_trip():
+    """`auth: optional`: the engine acts on an unsigned trip and on a verified one, so the
+    reflex arms both; a signed trip with a bad MAC fires neither (the engine refuses it)."""
+    for signed in (True, False):
+        bench = fresh(HMAC)
+        gate = bench.bay.hub.bank.auth
+        for pol in gate.by_key.values():
+            pol.mode = "optional"
+        arming = arm(bench.bay, trip_rules(bench.bay)[0])
+        assert arming is not None and arming.by_len and arming.signed is not None
+        now = bench.wire.now_ns + 3 * MS
+        buf = ied_frame(bench, True, Quality(), now)
+        if not signed:
+            buf = parse_extension(buf, PROFILES["length-crc"]).unsigned
+        bad = buf[:-1] + bytes((buf[-1] ^ 1,))
+        assert not (signed and arming.match(bad, "A", now, None))
+        assert _judge(bench, arming, buf, "A", now), signed
