@@ -111,7 +111,11 @@ def _config(keys: Path) -> object:
     return ControllerConfig.model_validate(data)
 
 
-def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
+@pytest.mark.parametrize("reflex", [True, False], ids=["as-shipped", "no-reflex"])
+def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path, reflex):
+    """As `run` ships (the trip reflex on) and with `--no-reflex`: the forgeries move
+    nothing, judged by the device's own books (a TRIP written by the reflex ahead of the
+    engine would open the breaker while the engine refused the frame)."""
     require_root()
     from goosectl.controller.config.keys import load_keys
     from goosectl.controller.demo.live import DeviceThread
@@ -139,7 +143,7 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
         effects: list = []
         bay = BayController(cfg, time.monotonic_ns(), None, load_keys(keys))
         with ctl.entered():
-            live = BayLive(bay, "net0", None, device.path, status_every=False)
+            live = BayLive(bay, "net0", None, device.path, status_every=False, reflex=reflex)
         live.on_effects = effects.extend
         service = KeyService(bay.hub, str(keys))
         service.start()
@@ -176,6 +180,7 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
             for kind in kinds:
                 say(f"forge {kind}")
             forged_state = bay.bay.state
+            forged_device = dict(device.shell.fw.stats.executed)
             counts = dict(bay.hub.counters()["auth"]["prot"]["counts"])
             say("trip 1")
             wait("open the breaker", lambda: bay.bay.state == "open")
@@ -187,6 +192,8 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path):
             loop.join(timeout=30)
             device.stop()
     assert forged_state == "closed"
+    assert "TRIP" not in forged_device, forged_device
+    assert device.shell.fw.stats.executed["TRIP"] == 1
     trips = [e for e in effects if type(e) is DeviceCommand and e.command == "trip"]
     assert len(trips) == 1
     assert counts["unsigned"] == 1

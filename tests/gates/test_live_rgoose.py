@@ -117,7 +117,10 @@ def _keys(tmp: Path) -> Path:
     )
 
 
-def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path):
+@pytest.mark.parametrize("reflex", [True, False], ids=["as-shipped", "no-reflex"])
+def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path, reflex):
+    """As `run` ships (the trip reflex on) and with `--no-reflex`; the forgeries and the
+    replay judged by the device's own books too."""
     require_root()
     from goosectl.controller.config.keys import load_keys
     from goosectl.controller.demo.live import DeviceThread
@@ -138,7 +141,7 @@ def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path):
         effects: list = []
         bay = BayController(cfg, time.monotonic_ns(), None, load_keys(keys))
         with ctl.entered():
-            live = BayLive(bay, "net0", None, device.path, status_every=False)
+            live = BayLive(bay, "net0", None, device.path, status_every=False, reflex=reflex)
             listeners = attach_subscriptions(live.live, cfg.goose.subscriptions, load_keys(keys))
         live.on_effects = effects.extend
         loop = threading.Thread(target=live.run)
@@ -188,6 +191,7 @@ def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path):
                 lst.close()
             device.stop()
     assert forged_state == "closed"
+    assert device.shell.fw.stats.executed["TRIP"] == 1  # the genuine trip, not the replay
     assert counts["unsigned"] == 1 and counts["bad_mac"] == 1
     assert counts["verified"] > 3  # the stream's heartbeats came over R-GOOSE, verified
     assert tripped == 1
