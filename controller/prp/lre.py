@@ -33,7 +33,7 @@ on one LAN longer than ``silent_ns`` (default 3 s), and again when it is heard b
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, NamedTuple
@@ -147,22 +147,22 @@ class Lre:
     sup_seq: int = 0
     next_supervision: int | None = None
     _counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(COUNTERS, 0))
-    #: lreCntRxA, lreCntRxB, kept apart from the other counters: the hot path adds to them
+    #: lreCntRxA, lreCntRxB of the frames `receive` took (the hot path keeps its own)
     _rx: list[int] = field(default_factory=lambda: [0, 0])
     #: Unique/Duplicate/Multi by an entry's low three bits (4: first copy on B; 1, 2, 3
     #: copies): one list index when an entry leaves, the names only when asked
     _tally: list[int] = field(default_factory=lambda: [0] * 8)
-    #: per port, frame length -> the last four octets a PRP frame of that length ends with
-    _tails: dict[str, dict[int, bytes]] = field(default_factory=lambda: {"A": {}, "B": {}})
+    #: per port, the last four octets of a PRP frame of this port's LanId -> the length
+    #: of the untagged frame they belong to; empty while the short way is closed
+    _sizes: dict[str, dict[bytes, int]] = field(default_factory=lambda: {"A": {}, "B": {}})
     _next_age: int = 0
     #: alarms raised by `receive` not yet taken (the shell reports and clears them)
     pending: list[Alarm] = field(default_factory=list)
     #: SeqNr (2 octets) + source MAC (6) -> one int: the first copy's time << 3, 4 if it
     #: came on B, and the copies seen (1, 2, 3 for three or more). Ints and bytes only,
-    #: so the garbage collector never walks the table
+    #: so the garbage collector never walks the table. Its insertion order is the aging
+    #: order (a dict keeps it; an entry renewed is taken out and put back at the end)
     table: dict[bytes, int] = field(default_factory=dict)
-    #: the table's keys in the order they came (oldest first): the aging order
-    _order: deque[bytes] = field(default_factory=deque)
     #: the node table, least recently heard first (the one evicted when it is full)
     nodes: OrderedDict[bytes, Node] = field(default_factory=OrderedDict)
     #: sources alarmed for a crossed cable, per port (until a right LanId is seen)
@@ -172,8 +172,8 @@ class Lre:
     last_error: str | None = None
     #: called with each alarm the slow path raises (None: they wait in ``pending``)
     on_alarm: Callable[[Alarm], None] | None = None
-    #: [0]: True while `deliver` may take its short way (a list: the closure reads it)
-    _fast: list[bool] = field(default_factory=lambda: [True])
+    #: [0]: True while `deliver` may take its short way
+    _fast: list[bool] = field(default_factory=lambda: [False])
     #: [0]: the time of the frame last received (its kernel stamp in the live loop)
     _last: list[int] = field(default_factory=lambda: [0])
     deliver: Callable[[bytes, Port, int], bytes | None] = field(init=False, repr=False)
@@ -181,63 +181,72 @@ class Lre:
     def __post_init__(self) -> None:
         self.forget_ns = self.cfg.entry_forget_ns
         self.max_entries = self.cfg.max_entries
-        self.deliver = self._hot_path()
+        self.deliver, self._hot_rx = self._hot_path()
         self._refresh()
 
     @property
     def counts(self) -> dict[str, int]:
         """The MIB counters (a copy)."""
-        out = {**self._counts, "lreCntRxA": self._rx[0], "lreCntRxB": self._rx[1]}
+        a, b = self._hot_rx()
+        out = {**self._counts, "lreCntRxA": self._rx[0] + a, "lreCntRxB": self._rx[1] + b}
         for i, name in _TALLY.items():
             out[name] = self._tally[i]
         return out
 
     # -- receive ---------------------------------------------------------------------------
 
-    def _hot_path(self) -> Callable[[bytes, Port, int], bytes | None]:
+    def _hot_path(
+        self,
+    ) -> tuple[Callable[[bytes, Port, int], bytes | None], Callable[[], tuple[int, int]]]:
         """`deliver`, the hot path: what goes up for one received frame (trailer stripped),
-        or None (a duplicate dropped, a supervision frame taken). A closure, so that what
-        it uses is in cells, not looked up on ``self`` per frame.
+        or None (a duplicate dropped, a supervision frame taken); and what reads its Rx
+        counters. A closure, so that what it uses is in cells, not looked up on ``self``
+        per frame, and its counters are ints in cells, not items of a list.
 
         The common frame (untagged bytes, a trailer whose LanId is this port's and whose
-        LSDUsize is the frame's, discard on, no crossed cable watched) costs one compare
-        of its last four octets with the ones a frame of its length must end with
-        (cached per length and port), one dictionary lookup of (SeqNr, source MAC), and
-        for a first copy its entry. The table is not aged here (`age`, once a loop round,
-        does it): an entry met past EntryForgetTime ages the table first, so a late copy
-        is a new frame to the microsecond, and a full table gives up its oldest entry.
-        Everything else takes `receive`, which says why; its alarms go to ``on_alarm``."""
-        table, append, rx, fast = self.table, self._order.append, self._rx, self._fast
-        tails_a, tails_b, tail_of = self._tails["A"], self._tails["B"], self._tail
-        forget, bound, lre, last = self.forget_ns, self.max_entries, self, self._last
+        LSDUsize is the frame's, discard on, no crossed cable watched) costs one
+        dictionary lookup of its last four octets (they give the length a frame ending
+        so must have), one of (SeqNr, source MAC), and for a first copy its entry. The
+        table is not aged here (`age`, once a loop round, does it): an entry met past
+        EntryForgetTime ages the table first, so a late copy is a new frame to the
+        microsecond, and a full table gives up its oldest entry. Everything else takes
+        `receive`, which says why; its alarms go to ``on_alarm``. (Each step is the
+        cheapest CPython 3.11 has for it, counted by callgrind: `lab.prp_work`.)"""
+        table, last, lre = self.table, self._last, self
+        sizes_a, sizes_b = self._sizes["A"], self._sizes["B"]
+        forget, bound = self.forget_ns, self.max_entries
+        rx_a = rx_b = 0
 
         def deliver(frame: bytes, port: Port, now_ns: int) -> bytes | None:
+            nonlocal rx_a, rx_b
             last[0] = now_ns
-            n = len(frame)
             if port == "A":
-                tail, i, mark = tails_a.get(n), 0, 1
+                if sizes_a.get(frame[-4:]) != len(frame) or frame[13] == 0xFB:
+                    return lre._slow(frame, port, now_ns)
+                rx_a += 1
+                mark = 1
             else:
-                tail, i, mark = tails_b.get(n), 1, 5
-            if tail is None:
-                tail = tail_of(port, n)
-            if frame.endswith(tail) and frame[13] != 0xFB and fast[0]:
-                rx[i] += 1
-                key = frame[n - 6 : n - 4] + frame[6:12]
-                entry = table.get(key)
-                if entry is not None:
-                    if now_ns - (entry >> 3) < forget:
-                        if entry & 3 != 3:
-                            table[key] = entry + 1
-                        return None
-                    lre._renew(key, now_ns)
-                table[key] = (now_ns << 3) | mark
-                append(key)
-                if len(table) > bound:
-                    lre._maintain(now_ns)
-                return frame[:-RCT_LEN]
-            return lre._slow(frame, port, now_ns)
+                if sizes_b.get(frame[-4:]) != len(frame) or frame[13] == 0xFB:
+                    return lre._slow(frame, port, now_ns)
+                rx_b += 1
+                mark = 5
+            key = frame[-6:-4] + frame[6:12]
+            if key in table:
+                entry = table[key]
+                if now_ns - (entry >> 3) < forget:
+                    if entry & 3 != 3:
+                        table[key] = entry + 1
+                    return None
+                lre._renew(key, now_ns)
+            table[key] = (now_ns << 3) | mark
+            if len(table) > bound:
+                lre._maintain(now_ns)
+            return frame[:-6]  # RCT_LEN
 
-        return deliver
+        def received() -> tuple[int, int]:
+            return rx_a, rx_b
+
+        return deliver, received
 
     def _renew(self, key: bytes, now_ns: int) -> None:
         """An entry met past its time: the table aged (it and every older one out and
@@ -254,41 +263,31 @@ class Lre:
             self.pending.clear()
         return out
 
-    def _tail(self, port: Port, n: int) -> bytes:
-        """The last four octets a PRP frame of ``n`` octets (no inline tag) received on
-        ``port`` ends with; for a length no trailer can have, a value longer than the
-        frame (never matched)."""
-        size = n - ETH_HLEN
-        if RCT_LEN <= size <= 0x0FFF:
-            tail = ((LAN_OF[port] << 12) | size).to_bytes(2, "big") + b"\x88\xfb"
-        else:
-            tail = bytes(n + 1)
-        if len(self._tails[port]) < 8192:
-            self._tails[port][n] = tail
-        return tail
-
     def _maintain(self, now_ns: int) -> None:
         """Forget the entries past EntryForgetTime and any beyond the bound (each
-        counted), note when the next one is due. One loop, no call per entry: in a steady
-        stream every first copy retires one entry."""
-        order, table, tally = self._order, self.table, self._tally
+        counted), note when the next one is due. One pass from the oldest (the table's
+        insertion order), then the deletions: in a steady stream every first copy
+        retires one entry."""
+        table, tally = self.table, self._tally
         limit = now_ns - self.forget_ns
-        bound = self.max_entries
-        while order:
-            entry = table.get(order[0])
-            if entry is None:  # taken out of turn (`_renew`): its place is empty
-                order.popleft()
-                continue
+        over = len(table) - self.max_entries
+        gone: list[bytes] = []
+        evicted = 0
+        nxt = None
+        for key, entry in table.items():
             t = entry >> 3
-            if t > limit and len(table) <= bound:
-                break
-            del table[order.popleft()]
-            tally[entry & 7] += 1
             if t > limit:
-                self.evicted += 1
-        self._next_age = (
-            (table[order[0]] >> 3) + self.forget_ns if order else now_ns + self.forget_ns
-        )
+                if over <= 0:
+                    nxt = t
+                    break
+                evicted += 1
+            gone.append(key)
+            tally[entry & 7] += 1
+            over -= 1
+        for key in gone:
+            del table[key]
+        self.evicted += evicted
+        self._next_age = (nxt if nxt is not None else now_ns) + self.forget_ns
 
     @property
     def fast(self) -> bool:
@@ -297,7 +296,18 @@ class Lre:
         return self._fast[0]
 
     def _refresh(self) -> None:
-        self._fast[0] = self.cfg.discard and not self.crossed
+        """Open or close the short way: its tail table filled (every LSDUsize a trailer
+        can have, per port) or emptied, so `deliver` needs no flag of its own."""
+        fast = self.cfg.discard and not self.crossed
+        if fast == self._fast[0]:
+            return
+        self._fast[0] = fast
+        for port, sizes in self._sizes.items():
+            sizes.clear()
+            if fast:
+                lan = LAN_OF[port] << 12
+                for size in range(RCT_LEN, 0x1000):
+                    sizes[((lan | size) << 16 | 0x88FB).to_bytes(4, "big")] = size + ETH_HLEN
 
     def receive(self, frame: bytes, port: Port, now_ns: int) -> RxVerdict:
         """One frame as it arrived on ``port`` (the kernel's tag already out of its bytes,
@@ -349,7 +359,6 @@ class Lre:
         if entry is not None:
             self._renew(key, now_ns)
         self.table[key] = (now_ns << 3) | (5 if port == "B" else 1)
-        self._order.append(key)
         if len(self.table) > self.max_entries:
             self._maintain(now_ns)
         return RxVerdict(frame[:-RCT_LEN], rct, wrong_lan=wrong, alarm=alarm)
@@ -372,8 +381,9 @@ class Lre:
 
     def settle(self) -> None:
         """Every entry out of the table and counted, as if its time had run out."""
-        while self._order:
-            self._expire(self._order.popleft())
+        for entry in self.table.values():
+            self._tally[entry & 7] += 1
+        self.table.clear()
 
     def _seen(self, mac: bytes, port: str, now_ns: int) -> Node:
         nodes = self.nodes

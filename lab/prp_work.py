@@ -1,0 +1,228 @@
+"""What native PRP costs on the trip path `run` ships, and the LRE's hot path on its own:
+one rig for the wall-clock benchmark (benchmarks/test_prp_bench.py) and, because wall time
+on a shared host cannot see a microsecond, callgrind instruction counts of the same calls.
+
+`PrpTripBench` is `lab.latency.TripBench` with the reflex on (as `goosectl run` ships it)
+and every frame handed to the bay as the live loop hands it over: the VLAN tag out of the
+bytes (the kernel took it) and given beside them. Each timed trip is either plain (the
+reflex's match on the frame) or PRP (the same frame with a trailer through the LRE's hot
+path `Lre.deliver` first, the match on what it hands up), chosen per trip: one process, one
+bay, one heap, so the difference of the two is the LRE's and nothing else.
+
+Counts (`measure`): the calls are bracketed as `lab.trip_work` brackets them (libc's
+`qsort_r`, a bracketed no-op subtracted, PYTHONHASHSEED fixed). `lan_a`: LAN A's copy
+of a frame through `Lre.deliver` (a new SeqNr: the entry made, the trailer stripped);
+`lan_b`: LAN B's copy right after (dropped); `trip_plain` / `trip_prp`: the reflex's
+trip call without and with the LRE in front.
+
+`python -m goosectl.lab.prp_work` prints all four (valgrind must be installed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import ctypes.util
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from functools import partial
+
+from goosectl.controller.prp import Lre
+from goosectl.controller.prp.lre import Port
+from goosectl.lab.latency import TripBench
+from goosectl.lab.trip_work import _COLLECTED, BRACKET, TripWorkError, _bracketed
+from goosectl.protocols.ethernet.vlan import inline_tag, strip_tag
+from goosectl.protocols.goose import Vlan
+from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
+
+#: what `measure` counts, each in a callgrind run of its own
+CASES = ("lan_a", "lan_b", "trip_plain", "trip_prp")
+#: frames apart in the LRE cases: the table in its steady state (400 ms of 4 ms frames)
+FRAME_GAP_NS = 4_000_000
+
+
+def live_shape(frame: bytes) -> tuple[bytes, Vlan | None]:
+    """`frame` as the live loop gets it: untagged bytes and the tag the kernel took."""
+    tag = inline_tag(frame)
+    return strip_tag(frame), None if tag is None else Vlan(tag.vid, tag.pcp, tag.dei)
+
+
+class PrpTripBench(TripBench):
+    """`TripBench(reflex=True)`, frames live-shaped; `prp` says, per trip, whether the
+    trip frame comes with a trailer through the LRE (`lre`) before the reflex."""
+
+    def __init__(self, **kw: object) -> None:
+        self.lre = Lre()
+        self.prp = False
+        #: flip `prp` before every trip (warm-up ones too): plain and PRP interleaved
+        self.alternate = False
+        #: `prp` of every trip made, in order (the last ``n`` of them are a sample's)
+        self.kinds: list[bool] = []
+        self.seq = 0
+        super().__init__(reflex=True, **kw)  # type: ignore[arg-type]
+        frame = self.bay.frame
+
+        def shaped(buf: bytes, side: str, now: int, vlan: Vlan | None = None) -> None:
+            if vlan is None:
+                buf, vlan = live_shape(buf)
+            frame(buf, side, now, vlan)
+
+        self.bay.frame = shaped  # type: ignore[method-assign, assignment]
+
+    def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
+        """The reflex's call on the live-shaped trip frame; with `prp`, the LRE's hot path
+        on its trailed copy first, the reflex matching what the LRE hands up."""
+        from goosectl.controller.logic.reflex import arm, trip_rules
+
+        arming = arm(self.bay, trip_rules(self.bay)[0])
+        if arming is None:
+            raise RuntimeError("the reflex did not arm for the trip")
+        if self.alternate:
+            self.prp = not self.prp
+        self.kinds.append(self.prp)
+        buf, vlan = live_shape(frame)
+        clock = time.perf_counter_ns
+        marks, match, utc = self.marks, arming.match, now + self.bay.utc_offset_ns
+
+        def ack() -> None:
+            arming.outputs(utc)
+            marks["ack"] = clock()
+
+        self._after_call = ack
+        if not self.prp:
+
+            def plain() -> None:
+                if not match(buf, "A", now, vlan):
+                    raise RuntimeError("the reflex did not fire on the trip frame")
+                marks["serial"] = clock()
+
+            return plain
+        self.seq = (self.seq + 1) & 0xFFFF
+        trailed, deliver = add_rct(buf, self.seq, LAN_A), self.lre.deliver
+
+        def prp() -> None:
+            got = deliver(trailed, "A", now)
+            if got is None or not match(got, "A", now, vlan):
+                raise RuntimeError("the reflex did not fire on the trip frame after the LRE")
+            marks["serial"] = clock()
+
+        return prp
+
+
+def lre_frames(n: int) -> tuple[list[bytes], list[bytes]]:
+    """LAN A's and LAN B's copies of `n` trip frames, live-shaped, SeqNr 0, 1, ..."""
+    bench = TripBench()
+    try:
+        frame, _ = live_shape(bench._trip_frame(True, bench.wire.now_ns))
+    finally:
+        bench.close()
+    a = [add_rct(frame, i & 0xFFFF, LAN_A) for i in range(n)]
+    b = [add_rct(frame, i & 0xFFFF, LAN_B) for i in range(n)]
+    return a, b
+
+
+def _child_lre(case: str, calls: int, noop: bool) -> None:
+    """`calls` frame pairs through one LRE after 150 unbracketed ones (the table filled to
+    its steady state), the loop's aging after each pair; one of the pair bracketed."""
+    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    warm = 150
+    a, b = lre_frames(warm + calls)
+    lre = Lre()
+    deliver, age = lre.deliver, lre.age
+    for i in range(warm + calls):
+        now = (i + 1) * FRAME_GAP_NS
+        bracket = i >= warm
+        pair: tuple[tuple[bytes, Port, int, str], ...] = (
+            (a[i], "A", now, "lan_a"),
+            (b[i], "B", now + 1000, "lan_b"),
+        )
+        for frame, port, t, mine in pair:
+            if bracket and case == mine:
+                call((lambda: None) if noop else partial(deliver, frame, port, t))
+                if noop:
+                    deliver(frame, port, t)
+            else:
+                deliver(frame, port, t)
+        age(now + 1000)
+    if lre.counts["lreCntDuplicateA"] < calls:
+        raise RuntimeError(f"LAN B's copies were not dropped: {lre.counts}")
+
+
+def _child_trip(case: str, calls: int, noop: bool) -> None:
+    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+
+    def beside(trip: Callable[[], object]) -> None:
+        call(lambda: None)
+        trip()
+
+    bench = PrpTripBench()
+    bench.prp = case == "trip_prp"
+    try:
+        bench.sample(calls, warmup=3, around=beside if noop else call)
+    finally:
+        bench.close()
+
+
+def child(case: str, calls: int, noop: bool) -> None:
+    """The process valgrind runs for one case."""
+    if case.startswith("trip"):
+        _child_trip(case, calls, noop)
+    else:
+        _child_lre(case, calls, noop)
+
+
+def _collected(case: str, calls: int, noop: bool, python: str) -> int:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        raise TripWorkError("valgrind is not installed (Debian package valgrind)")
+    argv = [
+        valgrind, "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={BRACKET}",
+        "--callgrind-out-file=/dev/null", python, "-m", "goosectl.lab.prp_work", "--child",
+        case, str(calls), *(["--noop"] if noop else []),
+    ]  # fmt: skip
+    env = {**os.environ, "PYTHONHASHSEED": "0"}
+    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
+    m = _COLLECTED.search(res.stderr)
+    if res.returncode != 0 or m is None:
+        tail = "\n".join(res.stderr.strip().splitlines()[-15:])
+        raise TripWorkError(f"callgrind run of {case} failed (exit {res.returncode}): {tail}")
+    return int(m.group(1).replace(",", ""))
+
+
+def measure(case: str, calls: int, python: str = sys.executable) -> int:
+    """Instructions of one call of `case` (two callgrind runs: the calls, the no-op)."""
+    if case not in CASES:
+        raise ValueError(f"unknown case {case!r}: one of {', '.join(CASES)}")
+    full = _collected(case, calls, False, python)
+    empty = _collected(case, calls, True, python)
+    if full <= empty:
+        raise TripWorkError(f"{case}: callgrind counted {full:,} for the calls, {empty:,} empty")
+    return (full - empty) // calls
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m goosectl.lab.prp_work", description=__doc__)
+    p.add_argument("--child", nargs=2, metavar=("CASE", "CALLS"), help=argparse.SUPPRESS)
+    p.add_argument("--noop", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--only", choices=CASES, help="count one case (all by default)")
+    p.add_argument("--calls", type=int, default=100, help="calls counted per LRE case")
+    args = p.parse_args(argv)
+    if args.child:
+        child(args.child[0], int(args.child[1]), args.noop)
+        return 0
+    try:
+        for case in [args.only] if args.only else CASES:
+            n = args.calls if case.startswith("lan") else 10
+            print(f"{case}: {measure(case, n):,} instructions per call ({n} calls)")
+    except TripWorkError as exc:
+        print(f"prp_work: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
