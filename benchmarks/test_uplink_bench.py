@@ -185,16 +185,18 @@ def by_priority(run, used: list[str]) -> dict[str, list[int]]:
     return out
 
 
-def judge_priority(benchmark, run, used: list[str], kind: str, load: str, more: str) -> None:
+def judge_priority(
+    benchmark, run, used: list[str], kind: str, load: str, more: str, group: str = GROUP
+) -> None:
     """What the sidecar's priority alone buys: the trips beside it at `normal` and at
     `idle`, each against the A blocks of the same run; the budget (within 10 % of none at
     p50 and p99) asserted on `idle`, the default."""
     from benchmarks.percentiles import check_budget, ratio, summarise
 
-    a = summarise(f"wire trip, {kind}, none", GROUP, run.without or [0])
+    a = summarise(f"wire trip, {kind}, none", group, run.without or [0])
     parts, got = [], {}
     for priority, trips in by_priority(run, used).items():
-        r = summarise(f"wire trip, {kind}, {load}, --priority {priority}", GROUP, trips or [0])
+        r = summarise(f"wire trip, {kind}, {load}, --priority {priority}", group, trips or [0])
         ratio(r, a)
         got[priority] = r
         parts.append(
