@@ -1,6 +1,7 @@
 """The CPU priority of the processes beside the controller (`goosectl web`, `goosectl
-uplink`, `goosectl fleet collect`): lowered by default so that on a shared machine the
-controller wins every contention for a CPU, without root.
+uplink`): lowered by default so that on a shared machine the controller wins every
+contention for a CPU, without root. `goosectl fleet collect` has the option too, normal by
+default: it is the central side, and SCHED_IDLE starved it beside the brokers it reads.
 
 SCHED_IDLE needs no privilege (a thread may always lower itself to it), runs a thread only
 when no normal one wants the CPU, and is inherited by every thread started afterwards;
@@ -28,7 +29,8 @@ def add_priority_arg(p: argparse.ArgumentParser, default: str | None = DEFAULT_P
         choices=PRIORITIES,
         default=default,
         help="CPU scheduling of this process: idle (SCHED_IDLE, or nice 19 where refused: "
-        "the controller always wins a CPU, the default) or normal",
+        "the controller always wins a CPU) or normal"
+        + (f" (default: {default})" if default else " (default: the config's, idle)"),
     )
 
 

@@ -25,7 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--credentials", type=Path, help="file with username:password")
     c.add_argument("--ca-file", type=Path, help="CA certificates for mqtts://")
     c.add_argument("--client-id", default="goosectl-collector", help="the persistent session")
-    add_priority_arg(c)
+    # the central side: on its own host it has no controller to yield to, and beside the
+    # brokers and bays (the demo, the load test) SCHED_IDLE starved it (docs/fleet.md)
+    add_priority_arg(c, default="normal")
     for q in (
         c,
         a.add_parser("status", help="one row per bay"),

@@ -130,7 +130,7 @@ def bay_row(db: str, controller: str) -> dict[str, Any]:
 
 
 def start_collector(
-    broker: str, db: str, client_id: str, log: Path, priority: str = "idle"
+    broker: str, db: str, client_id: str, log: Path, priority: str = "normal"
 ) -> subprocess.Popen:
     """`goosectl fleet collect` (at `--priority`), returned once its subscription is
     acknowledged: rows published before a session exists are nobody's to keep."""

@@ -52,7 +52,7 @@ def run_load(
     rate: float,
     seconds: float,
     site: str = "load",
-    collector_priority: str = "idle",
+    collector_priority: str = "normal",
 ) -> LoadRun:
     """Run the load and check the store; raises AssertionError naming a controller's
     missing rows, a duplicate or a gap."""

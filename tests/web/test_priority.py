@@ -1,7 +1,7 @@
-"""The processes beside the controller (`goosectl web`, `goosectl uplink`, `goosectl fleet
-collect`) run every thread SCHED_IDLE by default, without the privilege to raise a
-priority, so the controller wins every contention for a CPU; `--priority normal` leaves
-them as started. Read from /proc, as `chrt -p` would show a user."""
+"""The processes beside the controller (`goosectl web`, `goosectl uplink`) run every thread
+SCHED_IDLE by default, without the privilege to raise a priority, so the controller wins
+every contention for a CPU; `--priority normal` leaves them as started (the default of
+`goosectl fleet collect`, the central side). Read from /proc, as `chrt -p` would show."""
 
 from __future__ import annotations
 
@@ -41,7 +41,7 @@ def _policies(pid: int) -> set[int]:
 @pytest.mark.parametrize("priority", ["idle", "normal"])
 def test_a_sidecar_lowers_every_thread(which: str, priority: str, tmp_path: Path) -> None:
     prefix = UNPRIVILEGED if os.geteuid() == 0 else []
-    extra = [] if priority == "idle" else ["--priority", "normal"]
+    extra = ["--priority", priority] if which == "collect" or priority == "normal" else []
     proc = subprocess.Popen(
         [*prefix, *goosectl_argv(*_argv(which, tmp_path), *extra)],
         cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
