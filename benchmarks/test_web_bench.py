@@ -55,18 +55,23 @@ UNPRIVILEGED = ["setpriv", "--bounding-set=-sys_nice", "--inh-caps=-sys_nice"]
 class FivePages:
     """`goosectl web` on the controller and five Chromium pages on it, for one B block."""
 
-    def __init__(self, trip, count: int = PAGES) -> None:
+    def __init__(self, trip, count: int = PAGES, priorities: tuple[str, ...] = ("idle",)) -> None:
         self.trip = trip
         self.count = count
+        #: `goosectl web --priority` of each B block in turn (`used`: each block's)
+        self.priorities = priorities
+        self.used: list[str] = []
         self.web: LineProc | None = None
         self.pages: LineProc | None = None
 
     def start(self, serve) -> None:
         tmp = self.trip.tmp
+        priority = self.priorities[len(self.used) % len(self.priorities)]
+        self.used.append(priority)
         self.web = LineProc(
             goosectl_argv(
                 "web", "--control", str(tmp / "control.sock"), "--state", str(tmp / "state"),
-                "--bind", "127.0.0.1:0",
+                "--bind", "127.0.0.1:0", "--priority", priority,
             ),
             cwd=REPO,
         )  # fmt: skip
@@ -154,3 +159,42 @@ def test_wire_trip_with_five_pages_open(benchmark, short, realtime: bool) -> Non
         within=WITHIN,
         cpu_of="the pages",
     )
+
+
+@pytest.mark.parametrize("realtime", [False, True], ids=["default", "realtime"])
+def test_wire_trip_web_priority_alone(benchmark, short, realtime: bool) -> None:
+    """What `goosectl web --priority idle` (the default) buys over `normal`, the five
+    Chromium pages the same in both: alternate B blocks of one run (A B-normal A B-idle,
+    twice), 1,000 trips each (`--short`) for the p99s. The browsers are the user's and
+    keep their priority; only the server's changes."""
+    from benchmarks.test_uplink_bench import judge_priority
+
+    require_root()
+    require_iec61850()
+    _require(CHROMIUM.exists(), "Debian's chromium is not installed (apt-get install chromium)")
+    from goosectl.lab.wire_latency import WireTrip
+
+    trip = WireTrip(realtime=realtime)
+    side = FivePages(trip, priorities=("normal", "idle"))
+    try:
+        device_fifo(trip)
+        every = ProcCpu(
+            {
+                "controller": lambda: [trip.procs[1].pid],
+                "simulator": lambda: [trip.procs[0].pid],
+            }
+        )
+        load = ProcCpu(
+            {
+                "web": side.web_pids,
+                "chromium": lambda: side.pids(chromium=True),
+                "playwright": lambda: side.pids(chromium=False),
+            }
+        )
+        n = 2000 if short else 5000
+        run = interleave(trip, n, 4, side, every, load, lambda: controller_words(trip))
+    finally:
+        side.stop()
+        trip.close()
+    kind = "run --realtime" if realtime else "run"
+    judge_priority(benchmark, run, side.used, kind, f"{PAGES} pages open", "", group=GROUP)

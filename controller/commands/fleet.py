@@ -11,6 +11,7 @@ from pathlib import Path
 from types import FrameType
 
 from goosectl.controller.cli import EXIT_FINDINGS, CommandError
+from goosectl.controller.commands._sidecar import add_priority_arg, lower_priority
 
 DEFAULT_DB = "fleet.sqlite"
 
@@ -24,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     c.add_argument("--credentials", type=Path, help="file with username:password")
     c.add_argument("--ca-file", type=Path, help="CA certificates for mqtts://")
     c.add_argument("--client-id", default="goosectl-collector", help="the persistent session")
+    # the central side: on its own host it has no controller to yield to, and beside the
+    # brokers and bays (the demo, the load test) SCHED_IDLE starved it (docs/fleet.md)
+    add_priority_arg(c, default="normal")
     for q in (
         c,
         a.add_parser("status", help="one row per bay"),
@@ -137,6 +141,7 @@ def _collect(args: argparse.Namespace) -> int:
     from goosectl.controller.fleet.collector import Collector
     from goosectl.controller.fleet.mqtt import BrokerError
 
+    lower_priority(args.priority, "goosectl fleet collect")
     try:
         col = Collector(
             [u.strip() for u in args.broker.split(",") if u.strip()],

@@ -10,6 +10,7 @@ from pathlib import Path
 from types import FrameType
 
 from goosectl.controller.cli import CommandError
+from goosectl.controller.commands._sidecar import add_priority_arg, lower_priority
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.load import load_config
 from goosectl.controller.config.validate import ConfigError
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--site", help="site topic segment (default: uplink.site)")
     p.add_argument("--bay", help="bay topic segment (default: uplink.bay)")
     p.add_argument("--keepalive", type=int, help="MQTT keepalive, seconds")
+    add_priority_arg(p, default=None)
     p.set_defaults(func=run)
 
 
@@ -60,6 +62,7 @@ def run(args: argparse.Namespace) -> int:
             ("site", args.site),
             ("bay", args.bay),
             ("keepalive_s", args.keepalive),
+            ("priority", args.priority),
         )
         if v is not None
     }
@@ -67,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
         ucfg = UplinkCfg.model_validate({**cfg.uplink.model_dump(), **overrides})
     except ValueError as exc:
         raise CommandError(f"uplink settings: {exc}") from exc
+    lower_priority(ucfg.priority, "goosectl uplink")
     journal = args.journal or cfg.journal or args.state / "bay.sqlite"
     args.state.mkdir(parents=True, exist_ok=True)
     control = args.control or cfg.control.socket or default_path()

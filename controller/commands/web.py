@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from goosectl.controller.cli import CommandError
+from goosectl.controller.commands._sidecar import add_priority_arg, lower_priority
 from goosectl.controller.shell.control import default_path
 
 DEFAULT_BIND = "127.0.0.1:8061"
@@ -41,6 +42,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="token file, one `ROLE NAME TOKEN` a line (VIEWER or OPERATOR), mode 600; "
         "without it the page is read-only",
     )
+    add_priority_arg(p)
     p.set_defaults(func=run)
 
 
@@ -63,6 +65,7 @@ def run(args: argparse.Namespace) -> int:
     from goosectl.controller.web.source import Controller
 
     host, port = parse_bind(args.bind)
+    lower_priority(args.priority, "goosectl web")
     if (args.tls_cert is None) != (args.tls_key is None):
         raise CommandError("--tls-cert and --tls-key go together")
     if not is_loopback(host) and (args.tls_cert is None or args.tokens is None):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, field_validator
 
@@ -73,6 +74,11 @@ class UplinkCfg(Cfg):
     )
     max_cmd_bytes: int = Field(
         default=16384, ge=256, description="a cmd/req larger than this is refused unread"
+    )
+    priority: Literal["idle", "normal"] = Field(
+        default="idle",
+        description="the uplink's CPU scheduling: idle (SCHED_IDLE, nice 19 where refused), "
+        "so the controller beside it wins every contention for a CPU; or normal",
     )
 
     @field_validator("site", "bay")

@@ -10,9 +10,11 @@ side turns into `%s`. Tables (documented for readers in docs/fleet.md):
                deleted before they were sent. A gap is a fleet alarm until it is filled.
   fleet_meta   the schema version
 
-Everything one message changes is one transaction, committed before the message is
-acknowledged to the broker, so a collector killed at any moment loses nothing: the broker
-sends again what was not acknowledged.
+Everything a message changes is committed before the message is acknowledged to the
+broker, so a collector killed at any moment loses nothing: the broker sends again what was
+not acknowledged. The collector stores the messages waiting for it together, in one
+transaction (`many`): a commit per message held it to ~7,900 one-row messages a second
+here, under the fleet's 10,000 rows a second.
 """
 
 from __future__ import annotations
@@ -114,6 +116,9 @@ class Store:
             )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
+        #: the open `many` transaction's cursor, and the bays it has made sure of
+        self._outer: Any = None
+        self._bays: set[str] = set()
         with self.tx() as cur:
             for ddl in DDL:
                 cur.execute(ddl)
@@ -136,7 +141,28 @@ class Store:
 
     @contextmanager
     def tx(self) -> Iterator[Any]:
-        """One transaction: committed on success, rolled back on any error."""
+        """One transaction: committed on success, rolled back on any error; inside `many`,
+        part of its transaction."""
+        if self._outer is not None:
+            yield self._outer
+            return
+        with self._transaction() as cur:
+            yield cur
+
+    @contextmanager
+    def many(self) -> Iterator[None]:
+        """One transaction around every write inside it (the collector's batch of messages):
+        all committed together or none (the broker then sends them all again)."""
+        with self._transaction() as cur:
+            self._outer = cur
+            try:
+                yield
+            finally:
+                self._outer = None
+                self._bays.clear()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
         if self.pg:
             with self.db.transaction(), self.db.cursor() as cur:
                 yield cur
@@ -162,6 +188,10 @@ class Store:
     # -- writes (one message each) --------------------------------------------------------
 
     def _bay(self, cur: Any, controller: str) -> None:
+        if controller in self._bays:  # already inserted in this `many` transaction
+            return
+        if self._outer is not None:
+            self._bays.add(controller)
         site, _, bay = controller.partition("/")
         self._exec(
             cur,
@@ -224,32 +254,36 @@ class Store:
         now_ns: int,
         lost: tuple[int, int] | None = None,
     ) -> None:
-        """Rows `first..last` stored once each; the range covered, gaps opened or filled."""
+        """Rows `first..last` stored once each; the range covered, gaps opened or filled.
+        The rows are converted before anything is written, so a bad one (ValueError,
+        TypeError) leaves the store, and the `many` transaction around it, untouched."""
+        params = [
+            (
+                controller,
+                r["seq"],
+                int(r.get("utc_ns", 0)),
+                str(r.get("machine", "")),
+                str(r.get("event", "")),
+                str(r.get("source", "")),
+                str(r.get("target", "")),
+                str(r.get("effects", "")),
+                str(r.get("table", "")),
+                str(r.get("version", "")),
+                sent_ns,
+                now_ns,
+            )
+            for r in rows
+        ]
         with self.tx() as cur:
             self._bay(cur, controller)
-            sql = self._sql(
-                "INSERT INTO fleet_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
-                "ON CONFLICT (controller, seq) DO NOTHING"
-            )
-            params = [
-                (
-                    controller,
-                    r["seq"],
-                    int(r.get("utc_ns", 0)),
-                    str(r.get("machine", "")),
-                    str(r.get("event", "")),
-                    str(r.get("source", "")),
-                    str(r.get("target", "")),
-                    str(r.get("effects", "")),
-                    str(r.get("table", "")),
-                    str(r.get("version", "")),
-                    sent_ns,
-                    now_ns,
-                )
-                for r in rows
-            ]
             if params:
-                cur.executemany(sql, params)
+                cur.executemany(
+                    self._sql(
+                        "INSERT INTO fleet_rows VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                        "ON CONFLICT (controller, seq) DO NOTHING"
+                    ),
+                    params,
+                )
             self._cover(cur, controller, first, last, now_ns, lost)
 
     def _cover(

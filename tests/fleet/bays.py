@@ -129,11 +129,14 @@ def bay_row(db: str, controller: str) -> dict[str, Any]:
     return rows[0]
 
 
-def start_collector(broker: str, db: str, client_id: str, log: Path) -> subprocess.Popen:
-    """`goosectl fleet collect`, returned once its subscription is acknowledged: rows
-    published before a session exists are nobody's to keep."""
+def start_collector(
+    broker: str, db: str, client_id: str, log: Path, priority: str = "normal"
+) -> subprocess.Popen:
+    """`goosectl fleet collect` (at `--priority`), returned once its subscription is
+    acknowledged: rows published before a session exists are nobody's to keep."""
     proc = spawn(
-        "fleet", "collect", "--broker", broker, "--db", db, "--client-id", client_id, log=log
-    )
+        "fleet", "collect", "--broker", broker, "--db", db, "--client-id", client_id,
+        "--priority", priority, log=log,
+    )  # fmt: skip
     wait_until(lambda: "subscribed" in log.read_text(), 60, "the collector subscribed")
     return proc

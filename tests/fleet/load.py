@@ -46,15 +46,22 @@ class LoadRun:
 
 
 def run_load(
-    nats: NatsCluster, root: Path, n: int, rate: float, seconds: float, site: str = "load"
+    nats: NatsCluster,
+    root: Path,
+    n: int,
+    rate: float,
+    seconds: float,
+    site: str = "load",
+    collector_priority: str = "normal",
 ) -> LoadRun:
     """Run the load and check the store; raises AssertionError naming a controller's
     missing rows, a duplicate or a gap."""
     root.mkdir(parents=True, exist_ok=True)
     db = str(root / "fleet.sqlite")
     collector = start_collector(
-        nats.url("n3", "n2", "n1"), db, f"collector-{site}", root / "collector.log"
-    )
+        nats.url("n3", "n2", "n1"), db, f"collector-{site}", root / "collector.log",
+        collector_priority,
+    )  # fmt: skip
     writers = _writers(root, n, rate, seconds)
     uplinks = [_uplink(nats, root, site, i) for i in range(n)]
     try:

@@ -126,3 +126,30 @@ def test_fleet_status_and_journal_read_the_store(tmp_path: Path) -> None:
     head, line = status.stdout.splitlines()
     assert head.split()[:3] == ["bay", "liveness", "breaker"]
     assert line.split()[0] == "s1/b1" and "stale" in line and "5-7" in line
+
+
+def test_messages_stored_together_are_each_stored_or_refused_as_alone(db: str) -> None:
+    """The collector's batch (one transaction for the messages waiting): the same rows,
+    gaps and refusals as one message at a time, a bad row refused without its neighbours."""
+    col = Collector(["mqtt://127.0.0.1:1"], db)
+    bad = json.loads(batch(11, 12))
+    bad["rows"][0]["utc_ns"] = "not a number"
+    col.handle_many(
+        [
+            ("goosectl/v1/s1/b1/journal", batch(1, 5)),
+            ("goosectl/v1/s1/b1/journal", batch(1, 5)),  # delivered twice
+            ("goosectl/v1/s1/b1/journal", json.dumps(bad).encode()),
+            ("goosectl/v1/s1/b1/journal", batch(6, 10)),
+            ("goosectl/v1/s1/b2/journal", batch(1, 3, "s1/b2")),
+            ("goosectl/v1/s1/b1/journal", batch(13, 14)),
+        ]
+    )
+    seqs = col.store.query("SELECT controller, seq FROM fleet_rows ORDER BY controller, seq")
+    assert seqs == [("s1/b1", s) for s in (*range(1, 11), 13, 14)] + [
+        ("s1/b2", s) for s in (1, 2, 3)
+    ]
+    assert [(g.controller, g.seq_first, g.seq_last) for g in col.store.gaps()] == [
+        ("s1/b1", 11, 12)
+    ]
+    assert sum(col.refused.values()) == 1 and col.stored == 20  # rows taken, twice counted twice
+    assert {b["controller"]: b["refused"] for b in col.store.bays()} == {"s1/b1": 1, "s1/b2": 0}
