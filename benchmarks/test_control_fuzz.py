@@ -115,7 +115,12 @@ def test_control_fuzz_alongside_live_trips(benchmark, short):
         f"frame latency: {report.get('frame_latency_us')}; the host's own scheduling "
         f"latency meanwhile (cyclictest, SCHED_FIFO 99): {witness.result}"
     )
-    assert res.p99 < HARD_LIMIT_US, numbers
+    if witness.result.max_us >= HARD_LIMIT_US:
+        # the host could not wake a SCHED_FIFO 99 thread within the limit meanwhile: the
+        # limit cannot be judged in this block; reported with the host's numbers
+        check_budget(res.p99 < HARD_LIMIT_US, "p99 within 4 ms, on a host that was not: " + numbers)
+    else:
+        assert res.p99 < HARD_LIMIT_US, numbers
     # every trip within the bound, the slowest, not a percentile: met in most runs; about
     # one trip in 3,000 of the lab (idle or under the crowd alike) still reaches 3.5-4.3 ms
     # on this shared 2-vCPU machine, the host's tail: reported with its numbers,
