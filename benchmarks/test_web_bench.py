@@ -118,6 +118,22 @@ class FivePages:
         return problems
 
 
+def _cpu_witnesses(trip, side) -> tuple[ProcCpu, ProcCpu]:
+    """The CPU of the controller and its simulator, and of what the pages add (the server,
+    Chromium, Playwright), per block."""
+    every = ProcCpu(
+        {"controller": lambda: [trip.procs[1].pid], "simulator": lambda: [trip.procs[0].pid]}
+    )
+    load = ProcCpu(
+        {
+            "web": side.web_pids,
+            "chromium": lambda: side.pids(chromium=True),
+            "playwright": lambda: side.pids(chromium=False),
+        }
+    )
+    return every, load
+
+
 @pytest.mark.parametrize("realtime", [False, True], ids=["default", "realtime"])
 def test_wire_trip_with_five_pages_open(benchmark, short, realtime: bool) -> None:
     require_root()
@@ -131,19 +147,7 @@ def test_wire_trip_with_five_pages_open(benchmark, short, realtime: bool) -> Non
     side = FivePages(trip)
     try:
         device_fifo(trip)
-        every = ProcCpu(
-            {
-                "controller": lambda: [trip.procs[1].pid],
-                "simulator": lambda: [trip.procs[0].pid],
-            }
-        )
-        load = ProcCpu(
-            {
-                "web": side.web_pids,
-                "chromium": lambda: side.pids(chromium=True),
-                "playwright": lambda: side.pids(chromium=False),
-            }
-        )
+        every, load = _cpu_witnesses(trip, side)
         run = interleave(trip, n, blocks, side, every, load, lambda: controller_words(trip))
     finally:
         side.stop()
@@ -178,19 +182,7 @@ def test_wire_trip_web_priority_alone(benchmark, short, realtime: bool) -> None:
     side = FivePages(trip, priorities=("normal", "idle"))
     try:
         device_fifo(trip)
-        every = ProcCpu(
-            {
-                "controller": lambda: [trip.procs[1].pid],
-                "simulator": lambda: [trip.procs[0].pid],
-            }
-        )
-        load = ProcCpu(
-            {
-                "web": side.web_pids,
-                "chromium": lambda: side.pids(chromium=True),
-                "playwright": lambda: side.pids(chromium=False),
-            }
-        )
+        every, load = _cpu_witnesses(trip, side)
         n = 2000 if short else 5000
         run = interleave(trip, n, 4, side, every, load, lambda: controller_words(trip))
     finally:

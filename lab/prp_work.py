@@ -23,9 +23,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import ctypes.util
-import os
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -34,7 +31,7 @@ from functools import partial
 from goosectl.controller.prp import Lre
 from goosectl.controller.prp.lre import Port
 from goosectl.lab.latency import TripBench
-from goosectl.lab.trip_work import _COLLECTED, BRACKET, TripWorkError, _bracketed
+from goosectl.lab.trip_work import TripWorkError, _bracketed, callgrind_count
 from goosectl.protocols.ethernet.vlan import inline_tag, strip_tag
 from goosectl.protocols.goose import Vlan
 from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
@@ -176,21 +173,8 @@ def child(case: str, calls: int, noop: bool) -> None:
 
 
 def _collected(case: str, calls: int, noop: bool, python: str) -> int:
-    valgrind = shutil.which("valgrind")
-    if valgrind is None:
-        raise TripWorkError("valgrind is not installed (Debian package valgrind)")
-    argv = [
-        valgrind, "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={BRACKET}",
-        "--callgrind-out-file=/dev/null", python, "-m", "goosectl.lab.prp_work", "--child",
-        case, str(calls), *(["--noop"] if noop else []),
-    ]  # fmt: skip
-    env = {**os.environ, "PYTHONHASHSEED": "0"}
-    res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
-    m = _COLLECTED.search(res.stderr)
-    if res.returncode != 0 or m is None:
-        tail = "\n".join(res.stderr.strip().splitlines()[-15:])
-        raise TripWorkError(f"callgrind run of {case} failed (exit {res.returncode}): {tail}")
-    return int(m.group(1).replace(",", ""))
+    args = ["--child", case, str(calls), *(["--noop"] if noop else [])]
+    return callgrind_count("goosectl.lab.prp_work", args, python)
 
 
 def measure(case: str, calls: int, python: str = sys.executable) -> int:

@@ -120,34 +120,30 @@ def child(trips: int, noop: bool, reflex: bool = False, signed: bool = False) ->
         bench.close()
 
 
-def _collected(
-    trips: int, noop: bool, python: str, reflex: bool = False, signed: bool = False
-) -> int:
+def callgrind_count(module: str, args: list[str], python: str = sys.executable) -> int:
+    """Instructions callgrind counts inside `BRACKET` while `python -m module *args` runs
+    (a child that brackets its calls, as `--child` here does)."""
     valgrind = shutil.which("valgrind")
     if valgrind is None:
         raise TripWorkError("valgrind is not installed (Debian package valgrind)")
     argv = [
-        valgrind,
-        "--tool=callgrind",
-        "--collect-atstart=no",
-        f"--toggle-collect={BRACKET}",
-        "--callgrind-out-file=/dev/null",
-        python,
-        "-m",
-        "goosectl.lab.trip_work",
-        "--child",
-        str(trips),
-        *(["--noop"] if noop else []),
-        *(["--reflex"] if reflex else []),
-        *(["--signed"] if signed else []),
-    ]
+        valgrind, "--tool=callgrind", "--collect-atstart=no", f"--toggle-collect={BRACKET}",
+        "--callgrind-out-file=/dev/null", python, "-m", module, *args,
+    ]  # fmt: skip
     env = {**os.environ, "PYTHONHASHSEED": "0"}
     res = subprocess.run(argv, capture_output=True, text=True, env=env, timeout=900)
     m = _COLLECTED.search(res.stderr)
     if res.returncode != 0 or m is None:
         tail = "\n".join(res.stderr.strip().splitlines()[-15:])
-        raise TripWorkError(f"callgrind run failed (exit {res.returncode}): {tail}")
-    n = int(m.group(1).replace(",", ""))
+        raise TripWorkError(f"callgrind run of {args} failed (exit {res.returncode}): {tail}")
+    return int(m.group(1).replace(",", ""))
+
+
+def _collected(
+    trips: int, noop: bool, python: str, reflex: bool = False, signed: bool = False
+) -> int:
+    flags = [f for f, on in (("--noop", noop), ("--reflex", reflex), ("--signed", signed)) if on]
+    n = callgrind_count("goosectl.lab.trip_work", ["--child", str(trips), *flags], python)
     if n == 0:
         raise TripWorkError(f"callgrind collected nothing inside {BRACKET} (libc without it?)")
     return n
