@@ -8,6 +8,7 @@ record tuple pre-made, so a transition is a dict lookup and a few calls.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -251,10 +252,29 @@ class Table:
             names=names,
         )
 
+    @classmethod
+    def shared(cls, path: str | Path) -> Table:
+        """`load(path)` with the default registries and limits, parsed once per content of
+        the file: a `Table` is immutable, so every bay built from the same file can share
+        one (a bay's logic table is a config's file; a process that builds many bays, a
+        fleet replay or the test suite, parses it once). A file whose bytes changed is
+        parsed again; one that cannot be read gets `load`'s own error."""
+        try:
+            text = Path(path).read_bytes()
+        except OSError:
+            return cls.load(path)
+        return _shared(str(path), text)
+
     def new(self, machine_id: str | None = None, **context: Any) -> Machine:
         from goosectl.controller.engine.machine import Machine  # machine.py imports this module
 
         return Machine(self, machine_id or self.name, context)
+
+
+@lru_cache(maxsize=32)
+def _shared(path: str, _text: bytes) -> Table:
+    """The table of `path` as it read `_text` (the key: a changed file is a new entry)."""
+    return Table.load(path)
 
 
 def resolve_registry(

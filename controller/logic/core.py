@@ -88,7 +88,7 @@ class BayController:
         #: called with every report (verdicts, link events): the agent's tools watch these
         self.observers: list = []
         self._seq_recorded: int | None = None
-        self.table = Table.load(config.logic.table)
+        self.table = Table.shared(config.logic.table)
         self.inputs = Inputs(config, self._names_of)
         self.pubs_by_topic: dict[str, list] = {}
         for pub in config.publications:

@@ -36,6 +36,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cache
 from typing import Literal, NamedTuple
 
 from goosectl.protocols.ethernet.mac import format_mac
@@ -63,6 +64,19 @@ MAX_ENTRIES = 65_536
 MAX_NODES = 4_096
 #: a PRP frame's LanId for each port
 LAN_OF = {"A": LAN_A, "B": LAN_B}
+
+
+@cache
+def _tails(port: str) -> dict[bytes, int]:
+    """Every last four octets a valid trailer on `port` can end a frame with (LanId and
+    LSDUsize, then the suffix), each with the frame length it implies: the short way's
+    table, built once per process (an LRE opens and closes it on every crossed cable)."""
+    lan = LAN_OF[port] << 12
+    return {
+        ((lan | size) << 16 | 0x88FB).to_bytes(4, "big"): size + ETH_HLEN
+        for size in range(RCT_LEN, 0x1000)
+    }
+
 
 #: the counter an entry leaving the table adds to, by its low three bits: the port of its
 #: first copy (4: B) and its copies (1: Unique, 2: Duplicate, 3 or more: Multi)
@@ -305,9 +319,7 @@ class Lre:
         for port, sizes in self._sizes.items():
             sizes.clear()
             if fast:
-                lan = LAN_OF[port] << 12
-                for size in range(RCT_LEN, 0x1000):
-                    sizes[((lan | size) << 16 | 0x88FB).to_bytes(4, "big")] = size + ETH_HLEN
+                sizes.update(_tails(port))
 
     def receive(self, frame: bytes, port: Port, now_ns: int) -> RxVerdict:
         """One frame as it arrived on ``port`` (the kernel's tag already out of its bytes,

@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs import reference
+from tests.support import sources
 from tests.support.peers import REPO
 
 TOP = (
@@ -64,7 +65,7 @@ def prose(text: str) -> str:
 
 def _defines(path: Path, dotted: str) -> bool:
     """Whether the Python file defines `dotted` (a class, function, method or name)."""
-    tree = ast.parse(path.read_text(encoding="utf-8"))
+    tree = sources.tree(path)
     scope: list[ast.stmt] = tree.body
     for part in dotted.split("."):
         found = None

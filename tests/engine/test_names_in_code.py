@@ -13,6 +13,7 @@ import ast
 from pathlib import Path
 
 from goosectl.controller.engine import Table, layers
+from tests.support import sources
 from tests.support.peers import REPO
 
 PRODUCT = ("controller", "firmware_sim")
@@ -52,7 +53,7 @@ def names_read(path: Path) -> list[tuple[int, str, str]]:
     """(line, "state" or "field", name) for each literal compared with `.state` or read
     from a `ctx[...]`."""
     out = []
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+    for node in ast.walk(sources.tree(path)):
         if isinstance(node, ast.Compare):
             sides = [node.left, *node.comparators]
             if any(isinstance(s, ast.Attribute) and s.attr == "state" for s in sides):

@@ -4,6 +4,8 @@ the breaker is the firmware simulator on an in-memory wire."""
 
 from __future__ import annotations
 
+import copy
+import functools
 from typing import Any
 
 import yaml
@@ -28,11 +30,17 @@ GOOD = Quality()
 def config(**changes: Any) -> ControllerConfig:
     """The packaged bay config with `changes` applied: `inputs` (index -> dict merged into
     that input) and `logic` (dict merged)."""
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
+    data = copy.deepcopy(_packaged())
     for i, upd in changes.get("inputs", {}).items():
         data["inputs"][i].update(upd)
     data["logic"].update(changes.get("logic", {}))
     return ControllerConfig.model_validate(data)
+
+
+@functools.cache
+def _packaged() -> dict[str, Any]:
+    """The packaged config as parsed YAML, read once (each `config` edits a copy)."""
+    return yaml.safe_load(DEFAULT_CONFIG.read_text())
 
 
 class Bay:

@@ -46,3 +46,13 @@ def test_a_test_that_starts_a_process_is_not_unit() -> None:
     unit = collected("unit", "tests/cli/test_errors.py")
     assert "tests/cli/test_errors.py::test_version" not in unit  # goosectl as a process
     assert any("test_every_mistake_is_one_line_and_exit_2" in t for t in unit)  # in process
+
+
+def test_a_module_marked_root_is_never_unit() -> None:
+    """`pytestmark = pytest.mark.root` outranks the reading: its helper here is imported
+    inside the test (`tests.support.netns.live_on_veth`), which the reading follows too."""
+    unit = collected("unit", "tests/goose/test_live.py")
+    root = collected("root", "tests/goose/test_live.py")
+    frame_test = "test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on"
+    assert any(frame_test in t for t in root)
+    assert not unit & root
