@@ -57,6 +57,10 @@ def _out(kind: str, seq=None, command=None, reason=None, **data: Any) -> Outcome
 # entries are (seq, command, tag, frame, fields, origin): `seq` is on the wire, `origin` is
 # the number the caller knows (they differ for a command held through a resync or re-issued
 # after a device reset), `fields` rebuild the frame under a new seq
+# and are read by these positions, never by a bare index. They stay plain tuples: the
+# queue is in the machine's context, whose repr the journal digests, and on the trip's
+# path, where a NamedTuple's construction costs more than the rest of the entry
+SEQ, COMMAND, TAG, FRAME, FIELDS, ORIGIN = range(6)
 
 
 @REGISTRY.action
@@ -81,7 +85,7 @@ def skip_seq(ctx, ev) -> dict:
 @REGISTRY.action
 def send_head(ctx, ev) -> list:
     head, rest = ctx["queue"][0], ctx["queue"][1:]
-    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head[3])]
+    return [{"queue": rest, "pending": head, "tries": 0, "resequenced": 0}, Transmit(head[FRAME])]
 
 
 def _answered_type(msg) -> int:
@@ -93,14 +97,14 @@ def answers_pending(ctx, ev) -> bool:
     pending = ctx["pending"]
     return (
         pending is not None
-        and pending[0] == ev.payload.seq
-        and _answered_type(ev.payload) == TYPE_CODE[pending[1]]
+        and pending[SEQ] == ev.payload.seq
+        and _answered_type(ev.payload) == TYPE_CODE[pending[COMMAND]]
     )
 
 
 @REGISTRY.guard
 def answers_pending_seq(ctx, ev) -> bool:
-    return ctx["pending"] is not None and ctx["pending"][0] == ev.payload.seq
+    return ctx["pending"] is not None and ctx["pending"][SEQ] == ev.payload.seq
 
 
 @REGISTRY.action
@@ -160,7 +164,7 @@ def stale_pending(ctx, ev) -> bool:
         isinstance(msg, m.Nack)
         and msg.reason is m.NackReason.STALE_SEQUENCE
         and answers_pending(ctx, ev)
-        and pending[0] not in ctx["pinned"]
+        and pending[SEQ] not in ctx["pinned"]
         and ctx["resequenced"] < ctx["max_resequence"]
     )
 
@@ -179,7 +183,7 @@ def resequence(ctx, ev) -> list:
     pending = (new, command, tag, build(command, new, fields), fields, origin)
     nxt, queue = seq_next(new), []
     for entry in ctx["queue"]:
-        if entry[0] in ctx["pinned"]:
+        if entry[SEQ] in ctx["pinned"]:
             queue.append(entry)
             continue
         _s, c, t, _f, f, o = entry
@@ -194,7 +198,7 @@ def resequence(ctx, ev) -> list:
         "resequences": 1,
     }
     event = _out("sequence_resync", origin, command, "stale_sequence", refused=seq, resent=new)
-    return [updates, Transmit(pending[3]), event]
+    return [updates, Transmit(pending[FRAME]), event]
 
 
 @REGISTRY.guard
@@ -205,7 +209,7 @@ def can_retry(ctx, ev) -> bool:
 @REGISTRY.action
 def resend(ctx, ev) -> list:
     """Same bytes, same seq: the device answers a repeat from its store (at-most-once)."""
-    return [{"tries": ctx["tries"] + 1}, Transmit(ctx["pending"][3]), Signal("link", "retry")]
+    return [{"tries": ctx["tries"] + 1}, Transmit(ctx["pending"][FRAME]), Signal("link", "retry")]
 
 
 @REGISTRY.action
@@ -227,10 +231,12 @@ def abandon_all(ctx, ev) -> list:
     outcome unknown, it may or may not have run)."""
     reason = str(ev.payload)
     out: list = [{"queue": (), "pending": None, "tries": 0, "pinned": ()}]
-    users = [e for e in _entries(ctx) if e[2] == "user"]
+    users = [e for e in _entries(ctx) if e[TAG] == "user"]
     if reason == "device_reset":
         if users:
-            out.append(Signal("link", "in_doubt", tuple((e[5], e[1], e[4]) for e in users)))
+            out.append(
+                Signal("link", "in_doubt", tuple((e[ORIGIN], e[COMMAND], e[FIELDS]) for e in users))
+            )
         return out
     for _seq, command, _tag, _frame, _fields, origin in users:
         out.append(_out("cmd_failed", origin, command, reason))
@@ -239,15 +245,15 @@ def abandon_all(ctx, ev) -> list:
 
 @REGISTRY.guard
 def pending_is_resync(ctx, ev) -> bool:
-    return ctx["pending"] is not None and ctx["pending"][2] == "resync"
+    return ctx["pending"] is not None and ctx["pending"][TAG] == "resync"
 
 
 @REGISTRY.action
 def drop_resync(ctx, ev) -> list:
     """A new resync replaces the old one's commands; the caller's commands stay queued."""
     pending = ctx["pending"]
-    queue = tuple(e for e in ctx["queue"] if e[2] != "resync")
-    if pending is not None and pending[2] == "resync":
+    queue = tuple(e for e in ctx["queue"] if e[TAG] != "resync")
+    if pending is not None and pending[TAG] == "resync":
         out: list = [{"queue": queue, "pending": None, "tries": 0}]
         if queue:
             out.append(Raise("send_next"))

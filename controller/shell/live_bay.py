@@ -22,6 +22,7 @@ from goosectl.controller.goose.effects import (
     StreamState,
 )
 from goosectl.controller.link.effects import LinkEvent
+from goosectl.controller.link.registry import SEQ
 from goosectl.controller.logic.core import BayController, BayStep
 from goosectl.controller.logic.effects import (
     CommandWithheld,
@@ -369,8 +370,8 @@ class BayLive:
         if not owed or self.serial.unsent:
             return
         pending = self.bay.link.commands.ctx["pending"]
-        if pending is not None and pending[0] in owed:
-            self.device_latencies.append(time.monotonic_ns() - owed.pop(pending[0]))
+        if pending is not None and pending[SEQ] in owed:
+            self.device_latencies.append(time.monotonic_ns() - owed.pop(pending[SEQ]))
         if len(owed) > 64:  # commands refused or abandoned before they were sent
             owed.pop(next(iter(owed)))
 
