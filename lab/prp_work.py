@@ -100,13 +100,21 @@ class PrpTripBench(TripBench):
             return plain
         self.seq = (self.seq + 1) & 0xFFFF
         trailed, deliver = add_rct(buf, self.seq, LAN_A), self.lre.deliver
+        matched, first = arming.match_trailed, self.lre.first_copy
 
         def prp() -> None:
-            got = deliver(trailed, "A", now)
-            if got is None or not match(got, "A", now, vlan):
-                raise RuntimeError("the reflex did not fire on the trip frame after the LRE")
+            if not matched(trailed, "A", now, vlan, first):
+                raise RuntimeError("the reflex did not fire on the trailed trip frame")
             marks["serial"] = clock()
 
+        def prp_ack() -> None:
+            ack()
+            # the LRE's bookkeeping after the TRIP bytes, as the live loop does it: the
+            # frame counted and entered in the duplicate table, handed up stripped
+            if deliver(trailed, "A", now) != buf:
+                raise RuntimeError("the LRE did not hand the fired frame up as a first copy")
+
+        self._after_call = prp_ack
         return prp
 
 
