@@ -31,7 +31,9 @@ few integer compares, the fingerprint compare. It refuses (and the engine's path
 alone, as without a reflex) whenever a timer is due, the `t` is older than the stream's
 last, or the TAL is outside its bound: what it accepts is a subset of what the engine
 trips on, which `tests/logic/test_reflex.py` checks by running both on random states and
-frames.
+frames. `Arming.match_trailed` is the same check on a frame with a PRP trailer, before
+the LRE: the trailer's four octets for this port and length, then `match`'s, then the
+LRE's read-only verdict that it is a first copy (`docs/reflex.md`, "With native PRP").
 """
 
 from __future__ import annotations

@@ -59,6 +59,8 @@ class LiveReflex:
         self._frames: dict[bytes, SendFrame] = {}
         self._sent: Emitted | None = None
         self.fired = 0
+        #: of `fired`, the fires on a trailed frame before the LRE (`before_trailed`)
+        self.fired_before_lre = 0
         self.disagreed = 0
         self.armed = 0
         self.arm_max_ns = 0
@@ -108,6 +110,7 @@ class LiveReflex:
             if a is not None and a.match_trailed(buf, side, now_ns, vlan, first):
                 self._fire(a.outputs(now_ns + self.bay.utc_offset_ns))
                 self._early = True
+                self.fired_before_lre += 1
                 return True
         return False
 
@@ -176,6 +179,7 @@ class LiveReflex:
         and the longest took (the loop does nothing else meanwhile)."""
         return {
             "fired": self.fired,
+            "fired_before_lre": self.fired_before_lre,
             "disagreed": self.disagreed,
             "armed": self.armed,
             "arm_p50_us": sorted(self.arm_ns)[len(self.arm_ns) // 2] // 1000 if self.arm_ns else 0,

@@ -293,7 +293,8 @@ def test_a_trailed_trip_fires_before_the_lre_which_then_counts_it_unique():
     assert [f for f in shell.wire if b"tripack" in f] == [f.data for f in expected.frames]
     assert not any(type(e).__name__ == "Alarm" for e in effects)
     assert bench.bay.bay.state == "tripping"
-    assert shell.reflex.fired == 1 and shell.reflex.disagreed == 0
+    assert shell.reflex.fired == shell.reflex.fired_before_lre == 1
+    assert shell.reflex.disagreed == 0
     fired_b, _ = shell.frame(add_rct(buf, 7, LAN_IDS["B"]), "B", now + 50_000, vlan)
     assert not fired_b and bytes(shell.port) == expected.device
     shell.lre.settle()
