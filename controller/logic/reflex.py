@@ -417,7 +417,7 @@ class Arming:
 
     def match_trailed(
         self, buf: bytes, side: str, now_ns: int, vlan: Any, first_copy: Callable[..., bool]
-    ) -> bool:
+    ) -> bool | None:
         """`match` for the candidate followed by a PRP Redundancy Control Trailer valid for
         this port (`protocols/prp`: LanId the port's LAN, LSDUsize the frame's, the suffix),
         judged before the LRE has seen the frame: the trailer's four octets compared (a
@@ -426,17 +426,21 @@ class Arming:
         such a frame without its bookkeeping (`first_copy(buf, now_ns)`: a copy it would
         drop, or its short way closed, does not match). What it accepts, the LRE hands up
         unchanged but for the trailer, and `match` accepts what it hands up: the engine
-        trips on it (`tests/prp/test_reflex_first.py`)."""
+        trips on it (`tests/prp/test_reflex_first.py`).
+
+        True: fire. False: the trailer is this port's at a candidate length but the
+        candidate's octets or the fingerprint refuse the frame, and so does `match` on
+        the frame the LRE hands up (the same compares on the same octets, nothing of the
+        engine moved between): it need not be judged again. None: not judged here (no
+        such trailer, or the LRE's verdict no): `match` after the LRE decides."""
         n = len(buf)
         want = self.trailed.get(n)
         if want is None or buf[n - 4 :] != want:
-            return False
+            return None
         a = n - RCT_LEN
-        return (
-            self._pdu(buf, self.by_len[a], a, side, now_ns, vlan)
-            and self.same()
-            and first_copy(buf, now_ns)
-        )
+        if not (self._pdu(buf, self.by_len[a], a, side, now_ns, vlan) and self.same()):
+            return False
+        return True if first_copy(buf, now_ns) else None
 
     def match(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
         """True if the engine, given `buf` now, trips and emits `emitted` (see module)."""

@@ -75,16 +75,24 @@ class LiveReflex:
         self.first_copy: Callable[[bytes, int], bool] | None = None
         #: True from a fire in `before_trailed` to the same frame's `before`
         self._early = False
+        #: (time, side) of the frame `before_trailed` refused on every arming's octets,
+        #: until the same frame's `before` (a frame the LRE drops leaves it to the next)
+        self._judged: tuple[int, str] | None = None
 
     # -- the frame path ---------------------------------------------------------------------
 
     def before(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
         """Fire on `buf` if an arming matches: TRIP to the port, frames to the wire. A
         frame the reflex already fired on before the LRE (`before_trailed`) is not judged
-        again: its outputs are sent, and `urgent` and `after` settle them."""
+        again: its outputs are sent, and `urgent` and `after` settle them; nor is one it
+        refused there on every arming's octets."""
         if self._early:
             self._early = False
             return True
+        if self._judged is not None:
+            judged, self._judged = self._judged, None
+            if judged == (now_ns, side):
+                return False
         for a in self.armings:
             if a is None:
                 continue
@@ -106,12 +114,21 @@ class LiveReflex:
         first = self.first_copy
         if first is None:
             return False
+        judged = True
         for a in self.armings:
-            if a is not None and a.match_trailed(buf, side, now_ns, vlan, first):
+            if a is None:
+                continue
+            got = a.match_trailed(buf, side, now_ns, vlan, first)
+            if got:
                 self._fire(a.outputs(now_ns + self.bay.utc_offset_ns))
                 self._early = True
                 self.fired_before_lre += 1
                 return True
+            if got is None:
+                judged = False
+        # every arming refused the frame on its octets: `before` would refuse what the
+        # LRE hands up too (a retransmission is not compared twice)
+        self._judged = (now_ns, side) if judged else None
         return False
 
     def _fire(self, out: Emitted) -> None:

@@ -145,13 +145,17 @@ def judge(
     the engine on what the LRE hands up. (fired, the LRE handed it up); the engine's
     outputs asserted equal to the reflex's whenever it fired."""
     bay = bench.bay
-    fired = arming is not None and arming.match_trailed(buf, port, now, vlan, lre.first_copy)
+    verdict = None if arming is None else arming.match_trailed(buf, port, now, vlan, lre.first_copy)
+    fired = bool(verdict)
     expected = arming.outputs(now + bay.utc_offset_ns) if fired and arming is not None else None
     up = lre.deliver(buf, port, now)
     if up is None:
         assert not fired, "the reflex fired on a copy the LRE drops"
         return False, False
     if not fired:
+        if verdict is False:  # refused on the octets: the match after the LRE refuses too
+            assert arming is not None and not arming.match(up, port, now, vlan)
+            event("refused before the LRE, and after it")
         engine_outputs(bay, up, port, now, vlan)
         return False, True
     assert arming is not None and expected is not None
@@ -326,3 +330,32 @@ def test_a_crossed_cable_or_a_bad_trailer_takes_the_engines_path():
             assert counts["lreCntRxA"] == 0 and counts["lreCntErrorsA"] == 0
         else:  # the suffix with a field wrong: the MIB's error counter
             assert counts["lreCntErrorsA"] == 1 and counts["lreCntRxA"] == 0
+
+
+def test_a_trailed_repeat_is_refused_once_and_the_trip_after_it_still_fires():
+    """The stream's last frame again with its trailer (a repeat of the candidate's length):
+    refused before the LRE on its octets, not compared again after it, nothing written;
+    the trip that follows fires before the LRE."""
+    bench = shaped(fresh())
+    shell = Shell(bench)
+    assert shell.reflex.rearm() == 1
+    bay = bench.bay
+    rule = trip_rules(bay)[0]
+    stream = next(s for s in bay.hub.bank.streams.values() if s.label == rule.stream)
+    last, vlan = stream.memory.buf, stream.memory.tag
+    a = shell.reflex.armings[0]
+    assert a is not None and len(last) + 6 in a.trailed
+    now = bench.wire.now_ns + MS
+    reflex, trailed_last = shell.reflex, add_rct(last, 3, LAN_IDS["A"])
+    assert a.match_trailed(trailed_last, "A", now, vlan, shell.lre.first_copy) is False
+    assert not reflex.before_trailed(trailed_last, "A", now, vlan)
+    assert reflex._judged == (now, "A")  # the verdict kept for the same frame's `before`
+    up = shell.lre.deliver(trailed_last, "A", now)
+    assert up == last and not reflex.before(up, "A", now, vlan)
+    assert reflex._judged is None and not shell.port
+    bay.frame(up, "A", now, vlan)
+    reflex.after(now)
+    now += 2 * MS
+    buf, vlan = _trip(shell, now)
+    fired, _ = shell.frame(add_rct(buf, 4, LAN_IDS["A"]), "A", now, vlan)
+    assert fired and shell.reflex.fired_before_lre == 1 and bench.bay.bay.state == "tripping"
