@@ -4,18 +4,20 @@ on a shared host cannot see a microsecond, callgrind instruction counts of the s
 
 `PrpTripBench` is `lab.latency.TripBench` with the reflex on (as `goosectl run` ships it)
 and every frame handed to the bay as the live loop hands it over: the VLAN tag out of the
-bytes (the kernel took it) and given beside them. Each timed trip is either plain (the
-reflex's match on the frame) or PRP (the same frame with a trailer through the LRE's hot
-path `Lre.deliver` first, the match on what it hands up), chosen per trip: one process, one
-bay, one heap, so the difference of the two is the LRE's and nothing else.
+bytes (the kernel took it) and given beside them. Each timed trip is one of `KINDS`: plain
+(the reflex's match on the frame), PRP as `run` ships it (the trailed frame judged by
+`Arming.match_trailed` before the LRE, `Lre.deliver`'s bookkeeping after the TRIP bytes),
+or the trailed frame through `Lre.deliver` first and the match on what it hands up (the
+order before, the reference), chosen per trip: one process, one bay, one heap, so the
+differences are PRP's and nothing else.
 
 Counts (`measure`): the calls are bracketed as `lab.trip_work` brackets them (libc's
 `qsort_r`, a bracketed no-op subtracted, PYTHONHASHSEED fixed). `lan_a`: LAN A's copy
 of a frame through `Lre.deliver` (a new SeqNr: the entry made, the trailer stripped);
-`lan_b`: LAN B's copy right after (dropped); `trip_plain` / `trip_prp`: the reflex's
-trip call without and with the LRE in front.
+`lan_b`: LAN B's copy right after (dropped); `trip_plain`, `trip_prp`, `trip_lre_first`:
+the reflex's trip call (frame in -> TRIP bytes ready) of each kind.
 
-`python -m goosectl.lab.prp_work` prints all four (valgrind must be installed).
+`python -m goosectl.lab.prp_work` prints all five (valgrind must be installed).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from goosectl.protocols.goose import Vlan
 from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
 
 #: what `measure` counts, each in a callgrind run of its own
-CASES = ("lan_a", "lan_b", "trip_plain", "trip_prp")
+CASES = ("lan_a", "lan_b", "trip_plain", "trip_prp", "trip_lre_first")
 #: frames apart in the LRE cases: the table in its steady state (400 ms of 4 ms frames)
 FRAME_GAP_NS = 4_000_000
 
@@ -48,17 +50,25 @@ def live_shape(frame: bytes) -> tuple[bytes, Vlan | None]:
     return strip_tag(frame), None if tag is None else Vlan(tag.vid, tag.pcp, tag.dei)
 
 
+#: how a trip frame reaches the reflex in `PrpTripBench`: without PRP; with a trailer,
+#: judged before the LRE, whose bookkeeping follows the TRIP (what `run` ships); with a
+#: trailer through the LRE first (the order before, kept as the reference it is
+#: measured against)
+KINDS = ("plain", "prp", "lre_first")
+
+
 class PrpTripBench(TripBench):
-    """`TripBench(reflex=True)`, frames live-shaped; `prp` says, per trip, whether the
-    trip frame comes with a trailer through the LRE (`lre`) before the reflex."""
+    """`TripBench(reflex=True)`, frames live-shaped; `kind` (one of `KINDS`) says, per
+    trip, how the trip frame comes: plain, or with a trailer judged by the reflex before
+    the LRE (`lre`) counts it, or with a trailer through the LRE first."""
 
     def __init__(self, **kw: object) -> None:
         self.lre = Lre()
-        self.prp = False
-        #: flip `prp` before every trip (warm-up ones too): plain and PRP interleaved
-        self.alternate = False
-        #: `prp` of every trip made, in order (the last ``n`` of them are a sample's)
-        self.kinds: list[bool] = []
+        self.kind = "plain"
+        #: cycle through these kinds, one a trip (warm-up ones too): interleaved
+        self.cycle: tuple[str, ...] = ()
+        #: the kind of every trip made, in order (the last ``n`` of them are a sample's)
+        self.kinds: list[str] = []
         self.seq = 0
         super().__init__(reflex=True, **kw)  # type: ignore[arg-type]
         frame = self.bay.frame
@@ -71,16 +81,15 @@ class PrpTripBench(TripBench):
         self.bay.frame = shaped  # type: ignore[method-assign, assignment]
 
     def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
-        """The reflex's call on the live-shaped trip frame; with `prp`, the LRE's hot path
-        on its trailed copy first, the reflex matching what the LRE hands up."""
+        """The reflex's call on the live-shaped trip frame, as `kind` says (`KINDS`)."""
         from goosectl.controller.logic.reflex import arm, trip_rules
 
         arming = arm(self.bay, trip_rules(self.bay)[0])
         if arming is None:
             raise RuntimeError("the reflex did not arm for the trip")
-        if self.alternate:
-            self.prp = not self.prp
-        self.kinds.append(self.prp)
+        if self.cycle:
+            self.kind = self.cycle[len(self.kinds) % len(self.cycle)]
+        self.kinds.append(self.kind)
         buf, vlan = live_shape(frame)
         clock = time.perf_counter_ns
         marks, match, utc = self.marks, arming.match, now + self.bay.utc_offset_ns
@@ -90,7 +99,7 @@ class PrpTripBench(TripBench):
             marks["ack"] = clock()
 
         self._after_call = ack
-        if not self.prp:
+        if self.kind == "plain":
 
             def plain() -> None:
                 if not match(buf, "A", now, vlan):
@@ -100,13 +109,30 @@ class PrpTripBench(TripBench):
             return plain
         self.seq = (self.seq + 1) & 0xFFFF
         trailed, deliver = add_rct(buf, self.seq, LAN_A), self.lre.deliver
+        if self.kind == "lre_first":
+
+            def lre_first() -> None:
+                got = deliver(trailed, "A", now)
+                if got is None or not match(got, "A", now, vlan):
+                    raise RuntimeError("the reflex did not fire on the frame after the LRE")
+                marks["serial"] = clock()
+
+            return lre_first
+        matched, first = arming.match_trailed, self.lre.first_copy
 
         def prp() -> None:
-            got = deliver(trailed, "A", now)
-            if got is None or not match(got, "A", now, vlan):
-                raise RuntimeError("the reflex did not fire on the trip frame after the LRE")
+            if not matched(trailed, "A", now, vlan, first):
+                raise RuntimeError("the reflex did not fire on the trailed trip frame")
             marks["serial"] = clock()
 
+        def prp_ack() -> None:
+            ack()
+            # the LRE's bookkeeping after the TRIP bytes, as the live loop does it: the
+            # frame counted and entered in the duplicate table, handed up stripped
+            if deliver(trailed, "A", now) != buf:
+                raise RuntimeError("the LRE did not hand the fired frame up as a first copy")
+
+        self._after_call = prp_ack
         return prp
 
 
@@ -157,7 +183,7 @@ def _child_trip(case: str, calls: int, noop: bool) -> None:
         trip()
 
     bench = PrpTripBench()
-    bench.prp = case == "trip_prp"
+    bench.kind = {"trip_prp": "prp", "trip_lre_first": "lre_first"}.get(case, "plain")
     try:
         bench.sample(calls, warmup=3, around=beside if noop else call)
     finally:

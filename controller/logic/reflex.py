@@ -31,14 +31,16 @@ few integer compares, the fingerprint compare. It refuses (and the engine's path
 alone, as without a reflex) whenever a timer is due, the `t` is older than the stream's
 last, or the TAL is outside its bound: what it accepts is a subset of what the engine
 trips on, which `tests/logic/test_reflex.py` checks by running both on random states and
-frames.
+frames. `Arming.match_trailed` is the same check on a frame with a PRP trailer, before
+the LRE: the trailer's four octets for this port and length, then `match`'s, then the
+LRE's read-only verdict that it is a first copy (`docs/reflex.md`, "With native PRP").
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from operator import itemgetter
 from typing import TYPE_CHECKING, Any
 
@@ -55,6 +57,8 @@ from goosectl.controller.logic.mode_actions import TEST_STATES, WITHHOLDING
 from goosectl.protocols.goose import GooseError, UtcTime, decode_frame
 from goosectl.protocols.goose.security import MacKey
 from goosectl.protocols.goose.security import parse as parse_extension
+from goosectl.protocols.prp import LAN_IDS, RCT_LEN, SUFFIX, lsdu_size, tagged
+from goosectl.protocols.prp.rct import MIN_UNTAGGED
 
 if TYPE_CHECKING:
     from goosectl.controller.config.keys import KeyFile
@@ -407,6 +411,36 @@ class Arming:
 
     #: the candidate as its publisher signs it (IEC 62351-6), None: unsigned only
     signed: SignedArm | None = None
+    #: the unsigned candidate with a PRP trailer for `side`'s LAN: frame length -> the
+    #: trailer's last four octets (LanId, LSDUsize, suffix) that length must carry
+    trailed: dict[int, bytes] = field(default_factory=dict)
+
+    def match_trailed(
+        self, buf: bytes, side: str, now_ns: int, vlan: Any, first_copy: Callable[..., bool]
+    ) -> bool | None:
+        """`match` for the candidate followed by a PRP Redundancy Control Trailer valid for
+        this port (`protocols/prp`: LanId the port's LAN, LSDUsize the frame's, the suffix),
+        judged before the LRE has seen the frame: the trailer's four octets compared (a
+        wrong LanId, LSDUsize or suffix does not match), the APDU as `match` judges it
+        (its EtherType GOOSE's: no supervision frame), and last the LRE's own verdict on
+        such a frame without its bookkeeping (`first_copy(buf, now_ns)`: a copy it would
+        drop, or its short way closed, does not match). What it accepts, the LRE hands up
+        unchanged but for the trailer, and `match` accepts what it hands up: the engine
+        trips on it (`tests/prp/test_reflex_first.py`).
+
+        True: fire. False: the trailer is this port's at a candidate length but the
+        candidate's octets or the fingerprint refuse the frame, and so does `match` on
+        the frame the LRE hands up (the same compares on the same octets, nothing of the
+        engine moved between): it need not be judged again. None: not judged here (no
+        such trailer, or the LRE's verdict no): `match` after the LRE decides."""
+        n = len(buf)
+        want = self.trailed.get(n)
+        if want is None or buf[n - 4 :] != want:
+            return None
+        a = n - RCT_LEN
+        if not (self._pdu(buf, self.by_len[a], a, side, now_ns, vlan) and self.same()):
+            return False
+        return True if first_copy(buf, now_ns) else None
 
     def match(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
         """True if the engine, given `buf` now, trips and emits `emitted` (see module)."""
@@ -557,9 +591,29 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
                     signed=signed, pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
                     tal_limit_ms=limit_ms, timers=(bay.scheduler.timers, bay.link.bus.timers),
                     harmless=harmless_timers(bay, now), utc_at=utc_at,
-                    vlan=mem.tag)  # fmt: skip
+                    vlan=mem.tag, trailed=trailer_tails(by_len, side))  # fmt: skip
     # the previews moved nothing of the engine
     return arming if same() else None
+
+
+def trailer_tails(by_len: dict[int, tuple[bytes, int, int]], side: str) -> dict[int, bytes]:
+    """For each candidate length, the length of the candidate with a PRP trailer for
+    `side`'s LAN and the trailer's last four octets (LanId, LSDUsize, suffix), as
+    `protocols.prp.add_rct` writes them, for the bytes the live loop gets (the kernel took
+    the VLAN tag). Left out, and so judged after the LRE as without PRP: a candidate with
+    an inline tag, and one short enough to be padded before its trailer (its padded form is
+    not the candidate's octets; its plain form, padded on the wire, is not either)."""
+    lan = LAN_IDS.get(side)
+    out: dict[int, bytes] = {}
+    if lan is None:
+        return out
+    for n, (prefix, _, _) in by_len.items():
+        if tagged(prefix) or n < MIN_UNTAGGED:
+            continue
+        size = lsdu_size(n + RCT_LEN, False)
+        if size <= 0x0FFF:
+            out[n + RCT_LEN] = ((((lan << 12) | size) << 16) | SUFFIX).to_bytes(4)
+    return out
 
 
 def _armable_stream(bay: BayController, rule: Rule) -> Any:

@@ -191,11 +191,15 @@ class Lre:
     #: [0]: the time of the frame last received (its kernel stamp in the live loop)
     _last: list[int] = field(default_factory=lambda: [0])
     deliver: Callable[[bytes, Port, int], bytes | None] = field(init=False, repr=False)
+    #: True if `deliver` would hand the frame up now as a first copy by its short way;
+    #: reads only (`_first_copy`), for a judge that must act before the bookkeeping
+    first_copy: Callable[[bytes, int], bool] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         self.forget_ns = self.cfg.entry_forget_ns
         self.max_entries = self.cfg.max_entries
         self.deliver, self._hot_rx = self._hot_path()
+        self.first_copy = self._first_copy()
         self._refresh()
 
     @property
@@ -261,6 +265,29 @@ class Lre:
             return rx_a, rx_b
 
         return deliver, received
+
+    def _first_copy(self) -> Callable[[bytes, int], bool]:
+        """`first_copy`: `deliver`'s verdict on a frame whose trailer the caller has
+        checked (LanId the port's, LSDUsize the frame's, the suffix: what the tail table
+        holds) and which is no supervision frame, without `deliver`'s bookkeeping. True
+        exactly when `deliver`, called next with that frame and time, takes its short way
+        (open: discard on, no crossed cable watched) and hands the frame up as a first copy
+        (no entry of its (SeqNr, source MAC), or one past EntryForgetTime). Why: the trip
+        reflex fires on a trailed trip frame before the LRE counts it
+        (`Arming.match_trailed`, `controller/shell/reflex_live.py`); a frame this says no
+        to (a copy it would drop, the short way closed) takes `deliver` and the engine as
+        any other. The trailer is not looked up again: the caller's compare of its four
+        octets is that check, and each lookup here costs about as much as the rest."""
+        table, fast = self.table, self._fast
+        forget = self.forget_ns
+
+        def first_copy(frame: bytes, now_ns: int) -> bool:
+            if not fast[0]:
+                return False
+            entry = table.get(frame[-6:-4] + frame[6:12])
+            return entry is None or now_ns - (entry >> 3) >= forget
+
+        return first_copy
 
     def _renew(self, key: bytes, now_ns: int) -> None:
         """An entry met past its time: the table aged (it and every older one out and

@@ -213,6 +213,9 @@ class LiveGoose:
         #: the native PRP LRE (`controller.shell.prp_live`): trailers off before the hub,
         #: duplicates dropped, trailers on per side when sending; None without PRP
         self.prp: Any = None
+        #: with the native LRE: called with each frame as it came (trailer on) before the
+        #: LRE sees it (the trip reflex's `LiveReflex.before_trailed`); None: nothing
+        self.before_lre: Callable[[bytes, str, int, Vlan | None], object] | None = None
         #: other transports every executed frame also goes out on (R-GOOSE over UDP,
         #: `controller/shell/rgoose_live.py`), each called once per frame
         self.transports: list[Callable[[SendFrame, int], None]] = []
@@ -430,6 +433,7 @@ class LiveGoose:
         # kernel stamps are CLOCK_REALTIME: one offset a batch, not a clock a frame
         offset = time.time_ns() - clock()
         hub, prp, vlans, rejects = self.hub, self.prp, self._vlans, self.hub.bank.rejects
+        before_lre = self.before_lre
         on_frame, number = self._on_frame, self._number
         for rx in batch:
             if rejects(rx.frame):  # no subscription's: a flood costs a lookup each
@@ -437,18 +441,21 @@ class LiveGoose:
                 number += 1
                 continue
             t_in = clock()
+            tag = rx.vlan
+            vlan = None if tag is None else (vlans.get(tag) or self._vlan(tag))
+            sent_before = self.sent
+            self.t_in = t_in
             if prp is None:
                 buf = rx.frame
             else:  # PRP ages copies by the kernel's receive stamp, not by when
                 # a slow or backlogged loop got to them (monotonic, as t_in)
                 ts = rx.ts_ns
+                if before_lre is not None:  # the trip reflex: judged before the LRE
+                    before_lre(rx.frame, side, t_in, vlan)
                 buf = prp.receive(rx.frame, side, ts - offset if ts else t_in)
-            if buf is None:
-                continue  # a PRP duplicate, counted by the LRE
-            tag = rx.vlan
-            vlan = None if tag is None else (vlans.get(tag) or self._vlan(tag))
-            sent_before = self.sent
-            self.t_in = t_in
+                if buf is None:
+                    self.t_in = None
+                    continue  # a PRP duplicate, counted by the LRE
             try:
                 out = hub.frame(buf, side, t_in, vlan)
             except Exception as exc:

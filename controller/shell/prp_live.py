@@ -217,4 +217,10 @@ def attach(live: LiveGoose, cfg: PrpCfg) -> PrpLive | None:
     live.prp = prp
     live.hub.bank.merge_sides(False)  # the LRE keeps the first copy; GOOSE sees one LAN
     live.on_round.append(prp.round)
+    reflex = getattr(live.hub, "reflex", None)  # a bay's (`BayGooseCore`), or none
+    if reflex is not None:
+        # the trip reflex judges a trailed trip frame before the LRE does its bookkeeping
+        # (`LiveReflex.before_trailed`, docs/reflex.md)
+        reflex.first_copy = prp.lre.first_copy
+        live.before_lre = reflex.before_trailed
     return prp

@@ -59,6 +59,8 @@ class LiveReflex:
         self._frames: dict[bytes, SendFrame] = {}
         self._sent: Emitted | None = None
         self.fired = 0
+        #: of `fired`, the fires on a trailed frame before the LRE (`before_trailed`)
+        self.fired_before_lre = 0
         self.disagreed = 0
         self.armed = 0
         self.arm_max_ns = 0
@@ -68,25 +70,75 @@ class LiveReflex:
         self.broken: set[str] = set()
         #: alarms and frames for the loop's effects, after the input
         self.out: list[Any] = []
+        #: the native LRE's verdict without its bookkeeping (`Lre.first_copy`), installed
+        #: by `controller.shell.prp_live.attach`; None: no judging before the LRE
+        self.first_copy: Callable[[bytes, int], bool] | None = None
+        #: True from a fire in `before_trailed` to the same frame's `before`
+        self._early = False
+        #: (time, side) of the frame `before_trailed` refused on every arming's octets,
+        #: until the same frame's `before` (a frame the LRE drops leaves it to the next)
+        self._judged: tuple[int, str] | None = None
 
     # -- the frame path ---------------------------------------------------------------------
 
     def before(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
-        """Fire on `buf` if an arming matches: TRIP to the port, frames to the wire."""
+        """Fire on `buf` if an arming matches: TRIP to the port, frames to the wire. A
+        frame the reflex already fired on before the LRE (`before_trailed`) is not judged
+        again: its outputs are sent, and `urgent` and `after` settle them; nor is one it
+        refused there on every arming's octets."""
+        if self._early:
+            self._early = False
+            return True
+        if self._judged is not None:
+            judged, self._judged = self._judged, None
+            if judged == (now_ns, side):
+                return False
         for a in self.armings:
             if a is None:
                 continue
             out = a.fire(buf, side, now_ns, vlan, now_ns + self.bay.utc_offset_ns)
-            if out is None:
-                continue
-            self.write(out.device)
-            left = self.send(list(out.frames))
-            self._sent = out
-            self._device = out.device
-            self._frames = {f.data: g for f, g in zip(out.frames, left, strict=True)}
-            self.fired += 1
-            return True
+            if out is not None:
+                self._fire(out)
+                return True
         return False
+
+    def before_trailed(self, buf: bytes, side: str, now_ns: int, vlan: Any) -> bool:
+        """With native PRP, before the LRE sees the frame (`LiveGoose.before_lre`): fire
+        on `buf` if it is an arming's candidate with a valid trailer for this port and the
+        LRE would hand it up as a first copy (`Arming.match_trailed`). The LRE counts it
+        and the engine handles it after the TRIP is written, as on any frame the reflex
+        fires on. Why nothing can fire twice: the loop is single-threaded, and once the
+        first copy is handled the arming is stale (the stream is at the candidate's stNum,
+        the breaker tripping) until `rearm` makes one for stNum + 1, which the other LAN's
+        copy of this frame is not; a frame the LRE would drop never matches."""
+        first = self.first_copy
+        if first is None:
+            return False
+        judged = True
+        for a in self.armings:
+            if a is None:
+                continue
+            got = a.match_trailed(buf, side, now_ns, vlan, first)
+            if got:
+                self._fire(a.outputs(now_ns + self.bay.utc_offset_ns))
+                self._early = True
+                self.fired_before_lre += 1
+                return True
+            if got is None:
+                judged = False
+        # every arming refused the frame on its octets: `before` would refuse what the
+        # LRE hands up too (a retransmission is not compared twice)
+        self._judged = (now_ns, side) if judged else None
+        return False
+
+    def _fire(self, out: Emitted) -> None:
+        """The TRIP to the port, then the frames to the wire; kept for `urgent`/`after`."""
+        self.write(out.device)
+        left = self.send(list(out.frames))
+        self._sent = out
+        self._device = out.device
+        self._frames = {f.data: g for f, g in zip(out.frames, left, strict=True)}
+        self.fired += 1
 
     def urgent(self) -> None:
         """At the engine's urgent moment: take out of its outputs what the reflex sent."""
@@ -144,6 +196,7 @@ class LiveReflex:
         and the longest took (the loop does nothing else meanwhile)."""
         return {
             "fired": self.fired,
+            "fired_before_lre": self.fired_before_lre,
             "disagreed": self.disagreed,
             "armed": self.armed,
             "arm_p50_us": sorted(self.arm_ns)[len(self.arm_ns) // 2] // 1000 if self.arm_ns else 0,
