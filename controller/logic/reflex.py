@@ -484,7 +484,7 @@ class Arming:
         av_end = n - s.mac_len - 2
         if iv is None:
             return s.key.check_hmac(memoryview(buf)[s.off : av_end], buf[av_end + 2 :])
-        return s.key.check(buf[s.off : av_end], iv, buf[av_end + 2 :])
+        return s.key.check_gmac(memoryview(buf)[s.off : av_end], iv, buf[av_end + 2 :])
 
     def fire(self, buf: bytes, side: str, now_ns: int, vlan: Any, utc_ns: int) -> Emitted | None:
         """What to write and send for `buf` now (the bay's UTC `utc_ns`), or None: the

@@ -158,6 +158,15 @@ class MacKey:
         outer.update(inner.digest())
         return hmac.compare_digest(outer.digest()[: self.algorithm.mac_len], tag)
 
+    def check_gmac(self, domain: bytes | memoryview, iv: bytes | memoryview, tag: bytes) -> bool:
+        """`check` for a GMAC key whose IV (12 octets) and tag length the caller has
+        checked: the retransmission path and the armed reflex, which know the extension's
+        layout. One `encrypt` of nothing with `domain` as associated data: `AESGCM` keeps
+        the expanded key, and none of `check`'s argument checks run again per frame."""
+        assert self._aes is not None
+        mac = self._aes.encrypt(iv, b"", domain)
+        return hmac.compare_digest(mac[: self.algorithm.mac_len], tag)
+
 
 def _pads(secret: bytes) -> tuple[Any, Any]:
     """SHA-256 states after the HMAC key's inner and outer pad blocks (RFC 2104: a key
