@@ -151,7 +151,11 @@ class MacKey:
 
         RFC 2104 from the two SHA-256 states keyed once (`_pads`): two `copy()` and two
         digests, where `hmac.HMAC.copy()` + `digest()` copy OpenSSL's HMAC context twice
-        and allocate three digest contexts (about half the time of the frame's MAC)."""
+        and allocate three digest contexts (about half the time of the frame's MAC), and
+        OpenSSL's one-shot `hmac.digest(key, msg, "sha256")` keys a new context on every
+        call (callgrind: about 1.7 times this scheme's instructions over a trip frame's
+        domain; docs/security-62351-6.md, Cost). A bytes `domain` costs less than a
+        memoryview of the frame (fewer objects made for 100-odd octets)."""
         inner = self._inner.copy()
         inner.update(domain)
         outer = self._outer.copy()
