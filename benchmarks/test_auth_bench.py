@@ -6,6 +6,10 @@
   its extension is parsed every time) is reported beside it.
 - the trip path (`lab.latency.TripBench`: trip frame in -> TRIP bytes to the device, journal
   and GC on), unsigned and signed, alternated; budget: at most 5 us added to the p50.
+- the work, counted (callgrind instructions, exact where the clock is not): one
+  retransmission's `hub.frame` unsigned, HMAC and GMAC, and the reflex's GMAC match
+  (`lab/trip_work.py` counts the reflex's unsigned and HMAC calls), held to recorded
+  ceilings that only real improvements lower.
 - a flood: ten bad-MAC copies of the trip stream before every signed trip (a 1 ms window of
   a 10,000 frames/s flood in front of each trip, so the trip finds caches the flood used):
   the trip is still acted on (asserted), its p99 reported, and each refused frame's cost
@@ -14,7 +18,12 @@
 
 from __future__ import annotations
 
+import platform
+import sys
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -226,10 +235,6 @@ def test_verifying_the_trip_path_and_a_flood(benchmark, short, tmp_path):
     )
 
 
-if __name__ == "__main__":  # pragma: no cover
-    pytest.main([__file__, "--short", "-s"])
-
-
 def test_verifying_the_reflex_trip(benchmark, short, tmp_path):
     """The shipped path (`goosectl run`, the trip reflex on): the trip frame matched by
     the armed reflex until the TRIP bytes are ready, unsigned against signed (HMAC, the
@@ -291,3 +296,124 @@ def test_verifying_the_reflex_trip(benchmark, short, tmp_path):
         f"{TRIP_ADDED_P50_US} us; GMAC adds {res['aes-gmac-128'].p50 - ref.p50:.2f} us; "
         f"{jitter_note(hmac_res, host)}",
     )
+
+
+# -- the work, counted -------------------------------------------------------------------------
+
+#: CPython version -> instructions of one call (`counted`), as recorded: a retransmission's
+#: `hub.frame` unsigned and signed, and the reflex's GMAC match (its unsigned and HMAC
+#: calls are `benchmarks/test_trip_work.py`'s)
+RECORDED_WORK: dict[str, dict[str, int]] = {
+    # GMAC on the gate's fast path, the MACs over bytes slices (before: the retransmission
+    # unsigned 33,975, HMAC 63,079, GMAC 134,551; the reflex's GMAC match 42,265)
+    "3.11.7": {
+        "retx:unsigned": 33_405,
+        "retx:hmac-sha256-128": 61_310,
+        "retx:aes-gmac-128": 52_637,
+        "reflex:aes-gmac-128": 40_789,
+    },
+}
+#: how far above the record a change may take a count before the test fails
+WORK_CEILING = 1.05
+WORK_CALLS = 20
+WORK_KINDS = ("retx:unsigned", "retx:hmac-sha256-128", "retx:aes-gmac-128", "reflex:aes-gmac-128")
+
+
+def _work_keys() -> KeyFile:
+    """Keys 7 (HMAC-SHA256-128) and 8 (AES-GMAC-128), in force for the whole count."""
+    from goosectl.controller.config.keys import Key
+
+    return KeyFile(
+        "auth_work",
+        {
+            7: Key(MacKey(7, ALGORITHMS["hmac-sha256-128"], SECRET), 0, 1 << 62),
+            8: Key(MacKey(8, ALGORITHMS["aes-gmac-128"], SECRET[:16]), 0, 1 << 62),
+        },
+        0,
+    )
+
+
+def _work_calls(kind: str) -> list[Callable[[], object]]:
+    """`WORK_CALLS` calls of one kind, after the path's first calls (unseen): distinct
+    retransmissions through `hub.frame`, or the armed reflex's match of a GMAC trip."""
+    path, alg = kind.split(":")
+    if path == "reflex":
+        from goosectl.controller.logic.reflex import arm, trip_rules
+
+        bench = TripBench(reflex=True, keys=_work_keys(), key_id=8)
+        bench.sample(3, warmup=3)
+        bench._reclose()
+        now = bench.wire.now_ns
+        frame = bench._trip_frame(True, now)
+        arming = arm(bench.bay, trip_rules(bench.bay)[0])
+        if arming is None or not arming.match(frame, "A", now, None):
+            raise RuntimeError("the reflex did not arm for the GMAC trip")
+        return [partial(arming.match, frame, "A", now, None)] * WORK_CALLS
+    frames = repeats(WORK_CALLS + 6, False)
+    keys = None
+    if alg != "unsigned":
+        keys = _work_keys()
+        key_id = 7 if alg == "hmac-sha256-128" else 8
+        frames = _signed(frames, keys.keys[key_id].key)
+    rig = Rig(frames, keys)
+    rig.block(5)
+    return [partial(rig.hub.frame, frames[i], "A", i * 1_000_000) for i in range(6, 6 + WORK_CALLS)]
+
+
+def _work_child(kind: str, noop: bool) -> None:
+    """The process callgrind runs: each call bracketed (`lab/trip_work.py`), or a bracketed
+    no-op beside each unbracketed call (the bracket's own work, subtracted)."""
+    import ctypes
+    import ctypes.util
+
+    from goosectl.lab.trip_work import _bracketed
+
+    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    for fn in _work_calls(kind):
+        if noop:
+            call(lambda: None)
+            fn()
+        else:
+            call(fn)
+
+
+def _counted(kind: str) -> int:
+    from goosectl.lab.trip_work import callgrind_count
+
+    module = "benchmarks.test_auth_bench"
+    full = callgrind_count(module, ["--child", kind])
+    empty = callgrind_count(module, ["--child", kind, "--noop"])
+    return (full - empty) // WORK_CALLS
+
+
+def test_verifying_counted(benchmark):
+    """Instructions per call, signed against unsigned in the same run (callgrind; the
+    host's load does not move them): what verifying adds to a retransmission, HMAC and
+    GMAC, and the reflex's GMAC match; each held to its recorded ceiling."""
+    from tests.support.peers import require_binary
+
+    require_binary("valgrind", "valgrind")
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        work = dict(zip(WORK_KINDS, pool.map(_counted, WORK_KINDS), strict=True))
+    benchmark.extra_info.update({"instructions": work})
+    benchmark.pedantic(lambda: None, rounds=1)
+    plain = work["retx:unsigned"]
+    lines = [
+        f"{kind}: {n:,} instructions"
+        + (f" (+{n - plain:,} over unsigned)" if kind.startswith("retx:") and n != plain else "")
+        for kind, n in work.items()
+    ]
+    recorded = RECORDED_WORK.get(platform.python_version(), {})
+    print("\n" + "; ".join(lines) + f"; recorded {recorded or 'none for this interpreter'}")
+    # verified, not skipped: a signed retransmission costs at least a MAC more
+    assert work["retx:hmac-sha256-128"] > plain + 5_000, work
+    assert work["retx:aes-gmac-128"] > plain + 3_000, work
+    over = {k: (n, recorded[k]) for k, n in work.items() if n > recorded.get(k, n) * WORK_CEILING}
+    assert not over, f"over x{WORK_CEILING} the record (count, record): {over}"
+
+
+if __name__ == "__main__":  # pragma: no cover
+    if len(sys.argv) > 2 and sys.argv[1] == "--child":
+        _work_child(sys.argv[2], "--noop" in sys.argv)
+    else:
+        pytest.main([__file__, "--short", "-s"])
