@@ -181,9 +181,9 @@ final_frame = st.one_of(
 REFUSAL_TAGS = {"simulation": 0x87, "confrev": 0x88, "ndscom": 0x89}
 
 
-def refused(buf: bytes, how: str | None) -> bytes:
+def refused(buf: bytes, how: str | None) -> bytes | None:
     """`buf` with one receive rule broken: simulation TRUE, the S-bit, confRev + 1, ndsCom
-    TRUE, another source MAC."""
+    TRUE, another source MAC; None where `buf` has no such element to change."""
     if how is None:
         return buf
     b = bytearray(buf)
@@ -194,7 +194,9 @@ def refused(buf: bytes, how: str | None) -> bytes:
         b[off + 6] |= 0x80
     else:
         tag = REFUSAL_TAGS[how]
-        p = b.index(bytes((tag, 1)), off + 10)
+        p = b.find(bytes((tag, 1)), off + 10)
+        if p < 0:  # a mutant the stream kept lost the element: this rule cannot be broken
+            return None
         b[p + 2] = (b[p + 2] + 1) & 0xFF if how == "confrev" else 1
     return bytes(b)
 
@@ -267,7 +269,10 @@ def test_reflex_acts_only_as_the_engine_does(
         cand = candidate(stream.memory.buf, st_num, rule.index, tal)
         if cand is None:
             return
-        buf = refused(_flip_t(cand.buf, cand.t_at, dt, tq), how)
+        broken = refused(_flip_t(cand.buf, cand.t_at, dt, tq), how)
+        if broken is None:
+            return
+        buf = broken
         if flip is not None:
             b = bytearray(buf)
             b[flip[0] % len(b)] ^= flip[1]
