@@ -17,3 +17,12 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         for mark in classify(item):
             item.add_marker(getattr(pytest.mark, mark))
+
+
+def pytest_configure(config):
+    """The fast tier draws fewer property examples (`tests/support/examples.py`)."""
+    import os
+
+    from tests.support.examples import configure
+
+    configure(config.getoption("markexpr") or "", os.environ)

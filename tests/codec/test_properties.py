@@ -42,6 +42,7 @@ from goosectl.protocols.goose import (
 )
 from tests.codec.corpus import corpus_frames
 from tests.fuzz_codec import Stats, check_one, mutate, seeds
+from tests.support.examples import examples
 
 u32 = st.integers(0, 2**32 - 1)
 visible = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E), max_size=70)
@@ -108,7 +109,7 @@ frames = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(frames)
 def test_decode_encode_round_trip(frame: GooseFrame) -> None:
     raw = encode_frame(frame)
@@ -125,7 +126,7 @@ def test_decode_encode_round_trip(frame: GooseFrame) -> None:
     )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.lists(data, max_size=10).map(tuple))
 def test_all_data_round_trip_and_json(values: tuple) -> None:
     raw = encode_all_data(values)
@@ -159,7 +160,7 @@ def _bits_canon(v: BitString) -> tuple[bytes, int]:
     return b.data, b.unused
 
 
-@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_arbitrary_bytes_only_raise_goose_errors(raw: bytes) -> None:
     for buf in (raw, bytes.fromhex("010ccd01000000112233445588b8") + raw):

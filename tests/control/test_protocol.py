@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 
 from goosectl.controller.config.control import ControlCfg
 from goosectl.controller.shell.control import ControlServer, too_deep
+from tests.support.examples import examples
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +72,7 @@ def test_every_kind_of_bad_line_gets_its_own_reason(server):
     assert server.answer(b'{"op": "list"}') == {"ok": True, "op": "list"}
 
 
-@settings(max_examples=500, deadline=None)
+@settings(max_examples=examples(500), deadline=None)
 @given(
     st.one_of(
         st.binary(max_size=300),

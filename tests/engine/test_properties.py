@@ -7,6 +7,7 @@ from hypothesis import strategies as st
 
 from goosectl.controller.engine import RejectedEvent, Table
 from goosectl.controller.engine.spec import MachineSpec
+from tests.support.examples import examples
 
 SPEC = MachineSpec.model_validate(
     {
@@ -51,7 +52,7 @@ TABLE = Table.from_spec(SPEC)
 ALLOWED = {(src, t.event, t.target) for t in SPEC.transitions for src in t.sources()}
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     st.lists(st.tuples(st.sampled_from(["a", "b", "c", "d", "zz"]), st.integers(0, 9)), max_size=60)
 )

@@ -17,6 +17,7 @@ from goosectl.protocols.ethernet.bpf import StreamMatch
 from goosectl.protocols.ethernet.vlan import TPID_STAG, VlanTag, insert_tag
 from goosectl.protocols.goose import Boolean, GooseFrame, OctetString, encode_frame
 from tests.ethernet.frames import read_until
+from tests.support.examples import examples
 
 DSTS = [bytes.fromhex("010ccd010001"), bytes.fromhex("010ccd010002")]
 APPIDS = [0x1001, 0x3001]
@@ -58,7 +59,7 @@ def _ref_of(frame: bytes) -> str:
 keys = st.tuples(st.sampled_from(DSTS), st.sampled_from(APPIDS), st.sampled_from(REFS))
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     wanted=st.lists(keys, min_size=1, max_size=4),
     bare=st.lists(st.sampled_from(DSTS), max_size=1),
@@ -148,7 +149,7 @@ def test_the_kernel_drops_foreign_streams_and_agrees_with_the_interpreter(wire) 
     assert rx.kernel_stats().packets == len(expected) + 1  # + the marker; the rest never queued
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(wanted=st.lists(keys, min_size=1, max_size=3, unique=True), key=keys, tagged=st.booleans())
 def test_the_kernel_filter_is_the_banks_decision_compiled(wanted, key, tagged) -> None:
     """The filter is a fast path of the subscriber bank's own decision: it lets a frame in

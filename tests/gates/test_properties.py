@@ -25,6 +25,7 @@ from goosectl.protocols.goose import (
     Vlan,
     encode_frame,
 )
+from tests.support.examples import examples
 
 from .bay import config
 
@@ -102,7 +103,7 @@ def quality_refuses(f: dict, test_mode: bool, accept_q: bool) -> bool:
     )
 
 
-@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(120), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     frames=st.lists(frames_st, min_size=1, max_size=25),
     test_mode=st.booleans(),

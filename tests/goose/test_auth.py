@@ -29,6 +29,7 @@ from tests.goose.helpers import (
     verdicts,
 )
 from tests.goose.keyfiles import S, keyfile
+from tests.support.examples import examples
 
 SECRET = bytes(range(1, 33))
 OTHER = bytes(range(101, 133))
@@ -331,7 +332,7 @@ def test_the_remembered_header_judges_every_frame_as_the_full_check(tmp_path) ->
         pad=st.binary(max_size=6),
         now=st.integers(0, 2 * 3600 * S),
     )
-    @settings(max_examples=200, deadline=None, derandomize=True)
+    @settings(max_examples=examples(200), deadline=None, derandomize=True)
     def agree(base: bytes, flips: list, cut: int, pad: bytes, now: int) -> None:
         buf = bytearray(base)
         for pos, x in flips:
@@ -394,7 +395,7 @@ def test_the_remembered_gmac_header_judges_every_frame_as_the_full_check(tmp_pat
         pad=st.binary(max_size=6),
         now=st.integers(0, 2 * 3600 * S),
     )
-    @settings(max_examples=200, deadline=None, derandomize=True)
+    @settings(max_examples=examples(200), deadline=None, derandomize=True)
     def agree(base: bytes, flips: list, cut: int, pad: bytes, now: int) -> None:
         buf = bytearray(base)
         for pos, x in flips:

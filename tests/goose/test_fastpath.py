@@ -27,6 +27,7 @@ from goosectl.protocols.goose import (
     mac,
 )
 from tests.hostile.frames import with_content
+from tests.support.examples import examples
 
 MS = 1_000_000
 GOCB = "IED1LD0/LLN0$GO$trip"
@@ -311,7 +312,7 @@ QUAL = {
 }
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(script=steps, subscribed=st.booleans())
 def test_fast_path_and_judge_agree_on_everything_users_see(script, subscribed):
     fast, ref = hub(subscribed), hub(subscribed, fast=False)

@@ -22,6 +22,7 @@ from goosectl.controller.link import LinkCore, LinkEvent
 from goosectl.controller.link.core import CommandFields
 from goosectl.firmware_sim.core import Firmware
 from goosectl.protocols.serial import messages as m
+from tests.support.examples import examples
 
 MS = 1_000_000
 #: the link's answer budget: 50 ms a try, 3 retries; down after 200 ms without an answer
@@ -199,7 +200,7 @@ def test_a_dead_device_times_out_alike_stalled_or_running():
 gaps = st.lists(st.integers(min_value=1, max_value=300), min_size=1, max_size=12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(delay_ms=st.integers(min_value=0, max_value=300), gaps_ms=gaps)
 def test_an_answer_is_late_only_if_the_loop_saw_the_port_empty_after_its_timeout(delay_ms, gaps_ms):
     """The exact rule: the first try is judged late iff some read at or after its timeout

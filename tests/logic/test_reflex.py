@@ -31,6 +31,7 @@ from goosectl.protocols.goose import Boolean, GooseError, Quality, parse_header
 from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 from goosectl.protocols.goose.security import parse as parse_extension
 from tests.goose.keyfiles import keyfile
+from tests.support.examples import examples
 
 SECOND = 1000 * MS
 SECRET = bytes(range(1, 33))
@@ -225,7 +226,7 @@ def signed_as(buf: bytes, how: tuple[int | None, int], own: int, iv: int) -> byt
 
 
 @settings(
-    max_examples=int(os.environ.get("REFLEX_EXAMPLES", "150")),
+    max_examples=int(os.environ.get("REFLEX_EXAMPLES", examples(150))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

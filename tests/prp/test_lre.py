@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from goosectl.controller.prp import Lre, LreConfig
 from goosectl.protocols.goose import parse_header
+from tests.support.examples import examples
 from tests.support.prp_sender import LAN_ID, SRC, Scenario, goose, trailer
 
 MS = 1_000_000
@@ -221,7 +222,7 @@ def arrivals(draw: st.DrawFn) -> list[tuple[str, bytes, int]]:
     return out
 
 
-@settings(max_examples=120, deadline=None)
+@settings(max_examples=examples(120), deadline=None)
 @given(arrivals(), st.booleans())
 def test_deliver_is_receive_in_every_verdict_and_counter(frames, small) -> None:
     cfg = LreConfig(max_entries=3 if small else 65_536)  # small: the bound evicts too

@@ -36,6 +36,7 @@ from tests.logic.test_reflex import (
     ied_frame,
     refused,
 )
+from tests.support.examples import examples
 
 OTHER = {"A": "B", "B": "A"}
 
@@ -172,7 +173,7 @@ def judge(
 
 
 @settings(
-    max_examples=int(os.environ.get("REFLEX_EXAMPLES", "150")),
+    max_examples=int(os.environ.get("REFLEX_EXAMPLES", examples(150))),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )

@@ -23,6 +23,7 @@ from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.goose import data_shape, decode_frame
 from goosectl.protocols.scl import parse_scl
 from tests.scl.scdgen import KINDS, GenGoCB, GenIed, GenSub, scd_text
+from tests.support.examples import examples
 
 T0 = 1_800_000_000 * 1_000_000_000
 
@@ -74,7 +75,7 @@ def frames_of(cfg: GooseConfig) -> list[bytes]:
     return [e.data for e in out if type(e) is SendFrame]
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(stations())
 def test_generated_scd_round_trips_into_configs_that_accept_our_frames(ieds):
     scl = parse_scl(io.BytesIO(scd_text(ieds).encode()), "gen.scd")

@@ -15,6 +15,7 @@ from goosectl.protocols.serial.errors import ErrorKind, LinkProtocolError
 from goosectl.protocols.serial.framing import MAX_ENCODED
 from goosectl.protocols.serial.stream import StreamDecoder, decode_frame, frame
 from tests.serial.strategies import messages
+from tests.support.examples import examples
 
 _CRC = crc_lib.Calculator(crc_lib.Crc16.IBM_3740)
 
@@ -186,7 +187,7 @@ soup_items = st.lists(
 )
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(soup_items, st.lists(st.integers(0, 6000), max_size=30))
 def test_soup_every_untouched_frame_is_decoded(items: list, cuts: list[int]) -> None:
     """Random byte soup interleaved with frames: every frame not glued to junk survives.

@@ -56,3 +56,21 @@ def test_a_module_marked_root_is_never_unit() -> None:
     frame_test = "test_a_frame_that_breaks_a_machine_is_reported_and_the_loop_goes_on"
     assert any(frame_test in t for t in root)
     assert not unit & root
+
+
+def test_the_fast_tier_draws_a_quarter_of_the_examples_and_the_full_run_all() -> None:
+    from hypothesis import settings
+
+    from tests.support import examples
+
+    was = examples._full
+    try:
+        examples.configure("unit", {})
+        assert (examples.examples(300), examples.examples(40)) == (75, examples.FLOOR)
+        assert settings.default.max_examples == examples.FLOOR
+        examples.configure("unit", {"GOOSECTL_EXAMPLES": "full"})
+        assert examples.examples(300) == 300
+        examples.configure("", {})
+        assert examples.examples(300) == 300 and settings.default.max_examples == 100
+    finally:
+        examples.configure("" if was else "unit", {})
