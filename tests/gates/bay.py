@@ -43,6 +43,12 @@ def _packaged() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())
 
 
+def ready_for_scada(bay) -> bool:
+    """The bay knows its breaker is open and holds a valid value of SCADA's stream: a
+    close request from SCADA now is one the logic acts on."""
+    return bay.bay.state == "open" and bay.input_machines["scada"].state == "valid"
+
+
 class Bay:
     def __init__(self, cfg: ControllerConfig | None = None, journal: Journal | None = None):
         self.bay = BayController(cfg or config(), EPOCH, journal)

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from goosectl.lab.netns import netlab
+from tests.gates.bay import ready_for_scada
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -34,6 +35,7 @@ from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.ethernet.rawsock import RawSocket
 from goosectl.protocols.goose import BitString, Boolean, decode_frame, encode_frame
 from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
+from tests.gates.bay import ready_for_scada
 
 iface, keyfile = sys.argv[1], sys.argv[2]
 keys = load_keys(keyfile)
@@ -172,7 +174,7 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path, reflex):
 
         try:
             assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
-            time.sleep(0.5)
+            wait("learn the breaker is open", lambda: ready_for_scada(bay))
             say("scada 1")
             wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
             say("scada 0")

@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from goosectl.lab.netns import netlab
+from tests.gates.bay import ready_for_scada
 from tests.support import procs
 from tests.support.peers import require_iec61850, require_root
 
@@ -334,6 +335,12 @@ class LiveController:
     def closed(self) -> None:
         self.wait("close the breaker", lambda: self.bay.bay.state == "closed")
 
+    def knows_open(self) -> None:
+        """Until the device has told the bay its breaker is open and SCADA's stream is
+        valid: a close request before that finds the position unknown, or is the stream's
+        first value rather than a new request, and is refused (`bay.yaml`), by design."""
+        self.wait("learn the breaker is open", lambda: ready_for_scada(self.bay))
+
     def refused_input(self, reason: str) -> None:
         from goosectl.controller.logic.effects import InputChanged
 
@@ -355,6 +362,7 @@ def test_run_acts_only_on_what_the_rules_let_through_and_switches_mode_live(tmp_
         try:
             ctl_mac = ctl.ctl.mac("net0").hex()
             ied = Substation(ctl.sub, "net0")
+            ctl.knows_open()
             ied("scada 1")  # SCADA closes the breaker
             ctl.closed()
             ied("scada 0")
@@ -415,6 +423,7 @@ def test_a_trip_waiting_behind_the_command_on_the_wire_counts_in_the_stop_report
         try:
             ied = Substation(ctl.sub, "net0")
             ctl.wait("bring the link up", lambda: ctl.bay.link.state == "up")
+            ctl.knows_open()
             ctl.device.hold()  # the board reads nothing: the CLOSE stays unanswered
             ied("scada 1")
             ied("trip 1")
@@ -443,6 +452,7 @@ def test_test_blocked_withholds_simulation_switches_off_publishes_nothing_live(t
         ctl = LiveController(lab, sock)
         try:
             ied = Substation(ctl.sub, "net0")
+            ctl.knows_open()
             ied("scada 1")  # SCADA closes the breaker
             ctl.closed()
             ied("scada 0")

@@ -18,6 +18,7 @@ import pytest
 import yaml
 
 from goosectl.lab.netns import netlab
+from tests.gates.bay import ready_for_scada
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -168,7 +169,7 @@ def test_run_trips_on_a_signed_rgoose_trip_only(tmp_path, reflex):
 
         try:
             assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
-            time.sleep(0.5)
+            wait("learn the breaker is open", lambda: ready_for_scada(bay))
             say("scada 1")
             wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
             say("scada 0")

@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from goosectl.lab.netns import netlab
+from tests.gates.bay import ready_for_scada
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
@@ -115,7 +116,7 @@ def test_a_trailed_trip_fires_the_reflex_before_the_lre_and_trips_once():
 
         try:
             assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
-            time.sleep(0.5)
+            wait("learn the breaker is open", lambda: ready_for_scada(bay))
             say("scada 1")
             wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
             say("scada 0")
