@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import time
 from typing import Any
 
 import yaml
@@ -47,6 +48,28 @@ def ready_for_scada(bay) -> bool:
     """The bay knows its breaker is open and holds a valid value of SCADA's stream: a
     close request from SCADA now is one the logic acts on."""
     return bay.bay.state == "open" and bay.input_machines["scada"].state == "valid"
+
+
+def sayer(peer: Any, then_s: float = 0.4) -> Any:
+    """`say(line)` for a test peer that answers each command line with `ok`: send it,
+    read the answer, give the controller `then_s` to act on it."""
+
+    def say(line: str) -> None:
+        peer.stdin.write(line + "\n")
+        peer.stdin.flush()
+        assert peer.stdout.readline().strip() == "ok", peer.stderr.read()
+        time.sleep(then_s)
+
+    return say
+
+
+def wait_until(what: str, cond: Any, show: Any = lambda: "", timeout: float = 10.0) -> None:
+    """Until `cond()` holds (the controller's loop runs in its own thread); the deadline
+    only bounds a failing test."""
+    end = time.monotonic() + timeout
+    while not cond():
+        assert time.monotonic() < end, f"the controller did not {what}: {show()}"
+        time.sleep(0.01)
 
 
 class Bay:

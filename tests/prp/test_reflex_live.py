@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from goosectl.lab.netns import netlab
-from tests.gates.bay import ready_for_scada
+from tests.gates.bay import ready_for_scada, sayer, wait_until
 from tests.support.peers import require_root
 
 pytestmark = pytest.mark.root
@@ -102,17 +102,7 @@ def test_a_trailed_trip_fires_the_reflex_before_the_lre_and_trips_once():
             text=True,
         )
 
-        def say(line: str, then_s: float = 0.4) -> None:
-            peer.stdin.write(line + "\n")
-            peer.stdin.flush()
-            assert peer.stdout.readline().strip() == "ok", peer.stderr.read()
-            time.sleep(then_s)
-
-        def wait(what: str, cond, show=lambda: "", timeout: float = 10.0) -> None:
-            end = time.monotonic() + timeout
-            while not cond():
-                assert time.monotonic() < end, f"the controller did not {what}: {show()}"
-                time.sleep(0.01)
+        say, wait = sayer(peer), wait_until
 
         try:
             assert peer.stdout.readline().strip() == "ready", peer.stderr.read()
