@@ -366,9 +366,9 @@ def _work_child(kind: str, noop: bool) -> None:
     import ctypes
     import ctypes.util
 
-    from goosectl.lab.trip_work import _bracketed
+    from goosectl.lab.trip_work import bracketed
 
-    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
     for fn in _work_calls(kind):
         if noop:
             call(lambda: None)

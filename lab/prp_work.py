@@ -29,11 +29,12 @@ import sys
 import time
 from collections.abc import Callable
 from functools import partial
+from typing import Any
 
 from goosectl.controller.prp import Lre
 from goosectl.controller.prp.lre import Port
 from goosectl.lab.latency import TripBench
-from goosectl.lab.trip_work import TripWorkError, _bracketed, callgrind_count
+from goosectl.lab.trip_work import TripWorkError, bracketed, callgrind_count
 from goosectl.protocols.ethernet.vlan import inline_tag, strip_tag
 from goosectl.protocols.goose import Vlan
 from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
@@ -48,6 +49,19 @@ def live_shape(frame: bytes) -> tuple[bytes, Vlan | None]:
     """`frame` as the live loop gets it: untagged bytes and the tag the kernel took."""
     tag = inline_tag(frame)
     return strip_tag(frame), None if tag is None else Vlan(tag.vid, tag.pcp, tag.dei)
+
+
+def shape_frames(bay: Any) -> None:
+    """Hand `bay` every frame as the live loop does: a frame given with its tag inline
+    arrives untagged with the tag beside it (`live_shape`)."""
+    frame = bay.frame
+
+    def shaped(buf: bytes, side: str, now: int, vlan: Vlan | None = None) -> None:
+        if vlan is None:
+            buf, vlan = live_shape(buf)
+        frame(buf, side, now, vlan)
+
+    bay.frame = shaped
 
 
 #: how a trip frame reaches the reflex in `PrpTripBench`: without PRP; with a trailer,
@@ -71,14 +85,7 @@ class PrpTripBench(TripBench):
         self.kinds: list[str] = []
         self.seq = 0
         super().__init__(reflex=True, **kw)  # type: ignore[arg-type]
-        frame = self.bay.frame
-
-        def shaped(buf: bytes, side: str, now: int, vlan: Vlan | None = None) -> None:
-            if vlan is None:
-                buf, vlan = live_shape(buf)
-            frame(buf, side, now, vlan)
-
-        self.bay.frame = shaped  # type: ignore[method-assign, assignment]
+        shape_frames(self.bay)
 
     def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
         """The reflex's call on the live-shaped trip frame, as `kind` says (`KINDS`)."""
@@ -151,7 +158,7 @@ def lre_frames(n: int) -> tuple[list[bytes], list[bytes]]:
 def _child_lre(case: str, calls: int, noop: bool) -> None:
     """`calls` frame pairs through one LRE after 150 unbracketed ones (the table filled to
     its steady state), the loop's aging after each pair; one of the pair bracketed."""
-    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
     warm = 150
     a, b = lre_frames(warm + calls)
     lre = Lre()
@@ -176,7 +183,7 @@ def _child_lre(case: str, calls: int, noop: bool) -> None:
 
 
 def _child_trip(case: str, calls: int, noop: bool) -> None:
-    call = _bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
 
     def beside(trip: Callable[[], object]) -> None:
         call(lambda: None)

@@ -66,7 +66,7 @@ class TripWork:
         }
 
 
-def _bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
+def bracketed(libc: ctypes.CDLL) -> Callable[[Callable[[], object]], None]:
     """`call(fn)`: run `fn` from inside libc's sort (two elements: one comparison)."""
     cmp_type = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
     job: list[Callable[[], object]] = []
@@ -106,7 +106,7 @@ def child(trips: int, noop: bool, reflex: bool = False, signed: bool = False) ->
     from goosectl.lab.latency import TripBench
 
     libc = ctypes.CDLL(ctypes.util.find_library("c"))
-    call = _bracketed(libc)
+    call = bracketed(libc)
 
     def beside(trip: Callable[[], object]) -> None:
         call(lambda: None)

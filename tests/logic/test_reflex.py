@@ -27,7 +27,7 @@ from goosectl.controller.demo.scenario import EPOCH
 from goosectl.controller.logic.core import BayController
 from goosectl.controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
 from goosectl.lab.latency import MS, TripBench
-from goosectl.protocols.goose import Boolean, GooseError, Quality, parse_header
+from goosectl.protocols.goose import Boolean, GooseError, Quality, Vlan, parse_header
 from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, sign
 from goosectl.protocols.goose.security import parse as parse_extension
 from tests.goose.keyfiles import keyfile
@@ -78,9 +78,11 @@ def fresh(key_id: int | None = None) -> TripBench:
     return bench
 
 
-def engine_outputs(bay: BayController, buf: bytes, side: str, now: int) -> Emitted:
+def engine_outputs(
+    bay: BayController, buf: bytes, side: str, now: int, vlan: Vlan | None = None
+) -> Emitted:
     """What the engine writes at its urgent moments for `buf` (the live shell's early
-    outputs), taken from the bay itself."""
+    outputs), taken from the bay itself; `vlan`: the frame's tag given beside it."""
     device = bytearray()
     frames = []
     bay.take_frames()
@@ -92,7 +94,7 @@ def engine_outputs(bay: BayController, buf: bytes, side: str, now: int) -> Emitt
 
     bay.urgent = urgent
     try:
-        bay.frame(buf, side, now)
+        bay.frame(buf, side, now, vlan)
     finally:
         bay.urgent = None
     return Emitted(bytes(device), tuple(frames))

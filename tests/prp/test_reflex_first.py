@@ -21,16 +21,16 @@ import os
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from goosectl.controller.logic.core import BayController
-from goosectl.controller.logic.reflex import Arming, Emitted, arm, candidate, trip_rules
+from goosectl.controller.logic.reflex import Arming, arm, candidate, trip_rules
 from goosectl.controller.prp import Lre
 from goosectl.lab.latency import MS, TripBench
-from goosectl.lab.prp_work import live_shape
+from goosectl.lab.prp_work import live_shape, shape_frames
 from goosectl.protocols.goose import Quality, Vlan, parse_header
 from goosectl.protocols.prp import LAN_IDS, add_rct
 from tests.logic.test_reflex import (
     _flip_t,
     apply,
+    engine_outputs,
     fresh,
     history_step,
     ied_frame,
@@ -44,41 +44,12 @@ OTHER = {"A": "B", "B": "A"}
 def shaped(bench: TripBench) -> TripBench:
     """`bench` whose bay gets frames as the live loop hands them over: the VLAN tag out
     of the bytes (the kernel took it) and given beside them (`lab.prp_work`)."""
-    frame = bench.bay.frame
-
-    def live(buf: bytes, side: str, now: int, vlan: Vlan | None = None) -> None:
-        if vlan is None:
-            buf, vlan = live_shape(buf)
-        frame(buf, side, now, vlan)
-
-    bench.bay.frame = live  # type: ignore[method-assign, assignment]
+    shape_frames(bench.bay)
     # the stream's last frame (what the reflex splices its candidate from) as the live
     # loop keeps it: untagged, its tag beside it
     now = bench.wire.now_ns + MS
-    live(ied_frame(bench, False, Quality(), now), "A", now)
+    bench.bay.frame(ied_frame(bench, False, Quality(), now), "A", now)
     return bench
-
-
-def engine_outputs(
-    bay: BayController, buf: bytes, side: str, now: int, vlan: Vlan | None
-) -> Emitted:
-    """What the engine writes at its urgent moments for `buf` (as `tests/logic/test_reflex.py`
-    takes them), the frame given with its tag."""
-    device = bytearray()
-    frames = []
-    bay.take_frames()
-    bay.link.take_output()
-
-    def urgent() -> None:
-        device.extend(bay.link.take_output())
-        frames.extend(bay.take_frames())
-
-    bay.urgent = urgent
-    try:
-        bay.frame(buf, side, now, vlan)
-    finally:
-        bay.urgent = None
-    return Emitted(bytes(device), tuple(frames))
 
 
 def trailed(buf: bytes, seq: int, lan: int, how: str) -> bytes:
