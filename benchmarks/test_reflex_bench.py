@@ -6,7 +6,9 @@ of trips, on the wire trip by trip between two controllers running at once, one 
 with the reflex and one `run --no-reflex`), so a busy moment of a shared host lands on
 both. The instruction count, exact, is `benchmarks/test_trip_work.py`'s.
 
-- in process, frame -> TRIP bytes, p50: <= 15 us back to back, <= 60 us after 5 ms asleep;
+- in process, frame -> TRIP bytes, p50: <= 15 us back to back, <= 60 us after 5 ms idle
+  as `run` idles (its keep-warm rehearsing the armed path every `KEEP_WARM_MS`); the same
+  5 ms asleep without the keep-warm is reported beside it, the cold path it saves;
 - wire, frame read -> TRIP taken by the port (`frame_to_device_us`, the controller's own
   report): p50 <= 40 us, p99 <= 150 us;
 - wire, trip sent -> trip-ack received, p50 <= 2x the raw echo after the same quiet;
@@ -25,12 +27,13 @@ from typing import Any
 import pytest
 
 from benchmarks.percentiles import Percentiles, check_budget, summarise
+from goosectl.controller.shell.reflex_live import KEEP_WARM_MS
 from goosectl.lab.latency import TripBench
 from goosectl.lab.wire_floor import WireFloor
 from tests.support.peers import require_root
 
 GROUP = "trip-reflex"
-#: in process, frame -> TRIP bytes, p50 (us): back to back, after 5 ms asleep
+#: in process, frame -> TRIP bytes, p50 (us): back to back, after 5 ms idle as `run` idles
 IN_PROCESS_P50_US = {0.0: 15.0, 0.005: 60.0}
 #: wire, frame read -> TRIP on the port (us)
 DEVICE_P50_US, DEVICE_P99_US = 40.0, 150.0
@@ -55,21 +58,27 @@ def _versus(res: Percentiles, ref: Percentiles) -> str:
 @pytest.mark.parametrize("idle_s", [0.0, 0.005], ids=["back-to-back", "after-5ms-idle"])
 def test_reflex_in_process(benchmark, short, tmp_path, idle_s):
     """The reflex's frame -> TRIP bytes beside the engine's, both with the journal and the
-    garbage collector on (as `run`), in alternating blocks."""
+    garbage collector on (as `run`), in alternating blocks; after an idle, the reflex both
+    as `run` ships it (keep-warm) and asleep throughout (cold), the three interleaved."""
     n = 1000 if short else 5000  # each path: a p99 rests on >= 1,000 trips
-    reflex = TripBench(journal=tmp_path / "reflex.sqlite", idle_s=idle_s, reflex=True)
-    engine = TripBench(journal=tmp_path / "engine.sqlite", idle_s=idle_s)
-    times: dict[str, list[int]] = {"reflex": [], "engine": []}
+    benches = {
+        "reflex": TripBench(journal=tmp_path / "reflex.sqlite", idle_s=idle_s, reflex=True,
+                            keep_warm_s=KEEP_WARM_MS / 1e3),
+        "engine": TripBench(journal=tmp_path / "engine.sqlite", idle_s=idle_s),
+    }  # fmt: skip
+    if idle_s:
+        benches["cold"] = TripBench(journal=tmp_path / "cold.sqlite", idle_s=idle_s, reflex=True)
+    times: dict[str, list[int]] = {k: [] for k in benches}
     try:
-        for bench in (reflex, engine):
+        for bench in benches.values():
             bench.sample(0, warmup=20)
         while len(times["reflex"]) < n:
-            for name, bench in (("reflex", reflex), ("engine", engine)):
+            for name, bench in benches.items():
                 times[name] += bench.sample(BLOCK, warmup=0).to_serial
     finally:
-        reflex.close()
-        engine.close()
-    after = f" (after {idle_s * 1e3:g} ms asleep)" if idle_s else " (back to back)"
+        for bench in benches.values():
+            bench.close()
+    after = f" (after {idle_s * 1e3:g} ms idle)" if idle_s else " (back to back)"
     res = {
         k: summarise(f"in process, {k}: frame -> TRIP bytes{after}", GROUP, v)
         for k, v in times.items()
@@ -77,9 +86,17 @@ def test_reflex_in_process(benchmark, short, tmp_path, idle_s):
     r, e = res["reflex"], res["engine"]
     benchmark.extra_info.update({k: v.as_dict() for k, v in res.items()})
     benchmark.pedantic(lambda: None, rounds=1)
+    cold = res.get("cold")
     numbers = (
         f"reflex p50 {r.p50:.1f} us, p99 {r.p99:.1f} us; the engine in the same run p50 "
-        f"{e.p50:.1f} us, p99 {e.p99:.1f} us ({r.p50 / e.p50:.2f}x at p50); n {r.n} each{after}"
+        f"{e.p50:.1f} us, p99 {e.p99:.1f} us ({r.p50 / e.p50:.2f}x at p50)"
+        + (
+            f"; the reflex without keep-warm (asleep throughout) p50 {cold.p50:.1f} us, "
+            f"p99 {cold.p99:.1f} us ({r.p50 / cold.p50:.2f}x)"
+            if cold
+            else ""
+        )
+        + f"; n {r.n} each{after}"
     )
     print(numbers)
     budget = IN_PROCESS_P50_US[idle_s]

@@ -23,12 +23,14 @@ ours while we sleep: measured here, the same trip takes about 2x as long after 1
 from __future__ import annotations
 
 import gc
+import random
 import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any
 
 from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
 from goosectl.controller.config.goose import GooseConfig
@@ -61,10 +63,17 @@ class TripBench:
         reflex: bool = False,
         keys: KeyFile | None = None,
         key_id: int | None = None,
+        keep_warm_s: float = 0.0,
     ) -> None:
         """`keys`, `key_id`: the trip stream signed (IEC 62351-6) with that key and its
-        subscription `auth: required`, the same path otherwise (benchmarks/test_auth_bench)."""
+        subscription `auth: required`, the same path otherwise (benchmarks/test_auth_bench).
+        `keep_warm_s`, with the reflex: while idle, the armed path rehearsed this often, as
+        `run`'s loop does (`Arming.rehearse`), from a random phase (a trip comes when it
+        comes); 0: asleep throughout."""
         self.idle_s = idle_s
+        self.keep_warm_s = keep_warm_s
+        self._phase = random.Random(0)
+        self._arming: Any = None
         #: time (and count) the reflex's path instead: the arming made untimed after the
         #: re-close, the timed call its match and outputs, the engine's call after it
         self.reflex = reflex
@@ -176,7 +185,7 @@ class TripBench:
             if self.reflex:
                 call = self._reflex_call(frame, now)
             if self.idle_s:
-                time.sleep(self.idle_s)
+                self._idle(now)
             t0 = clock()
             if around is not None and i >= warmup:
                 around(call)
@@ -198,6 +207,22 @@ class TripBench:
                 raise RuntimeError(f"breaker did not open: bay is {self.bay.bay.state}")
         return out
 
+    def _idle(self, now: int) -> None:
+        """`idle_s` asleep before the trip; with `keep_warm_s` and the reflex, woken that
+        often to rehearse the armed path (the loop's `LiveReflex.rehearse`)."""
+        warm, arming = self.keep_warm_s, self._arming
+        if not (warm and arming is not None):
+            time.sleep(self.idle_s)
+            return
+        end = time.monotonic() + self.idle_s
+        at = time.monotonic() + self._phase.uniform(0.0, warm)
+        utc = now + self.bay.utc_offset_ns
+        while at < end:
+            time.sleep(max(0.0, at - time.monotonic()))
+            arming.rehearse(now, utc)
+            at += warm
+        time.sleep(max(0.0, end - time.monotonic()))
+
     def _reflex_call(self, frame: bytes, now: int) -> Callable[[], None]:
         """The reflex's frame path for `frame`, armed now (untimed): the call is its match,
         after which the TRIP bytes are ready to write (stamped `serial`); the ack frame's
@@ -207,6 +232,7 @@ class TripBench:
         arming = arm(self.bay, trip_rules(self.bay)[0])
         if arming is None:
             raise RuntimeError("the reflex did not arm for the trip")
+        self._arming = arming
         clock = time.perf_counter_ns
         utc = now + self.bay.utc_offset_ns
         marks = self.marks

@@ -93,10 +93,13 @@ class WireTrip:
         cpu_latency_us: int | None = None,
         load_dst: str = "010ccd0100ff",
         reflex: bool | None = None,
+        keep_warm_ms: float | None = None,
     ) -> None:
         self.spin = spin
         #: `run --reflex` / `--no-reflex` (docs/reflex.md); None: as `run` ships
         self.reflex = reflex
+        #: `run --keep-warm-ms` (docs/reflex.md, Keep-warm); None: as `run` ships
+        self.keep_warm_ms = keep_warm_ms
         #: the load's destination MAC (hex): the default is no subscription's; the
         #: protection trip's own (010ccd010001) makes it a flood on the subscribed address
         self.load_dst = load_dst
@@ -220,6 +223,7 @@ class WireTrip:
             "--quiet",
             *(["--spin"] if self.spin else []),
             *([] if self.reflex is None else ["--reflex" if self.reflex else "--no-reflex"]),
+            *([] if self.keep_warm_ms is None else ["--keep-warm-ms", f"{self.keep_warm_ms:g}"]),
             *(["--realtime"] if self.realtime else []),
             *(["--cpu", str(own)] if own is not None else []),
             *(

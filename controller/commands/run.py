@@ -19,6 +19,7 @@ from goosectl.controller.config.validate import ConfigError
 from goosectl.controller.engine.resources import shipped
 from goosectl.controller.shell.assemble import AssemblyError, RunOptions, assemble
 from goosectl.controller.shell.goose_live import require_raw_sockets
+from goosectl.controller.shell.reflex_live import KEEP_WARM_MS
 
 PROCEDURES = shipped("goosectl.controller.agent", "procedures")
 
@@ -176,6 +177,26 @@ def _add_mode_args(p: argparse.ArgumentParser) -> None:
         "TRIP before the engine handles it, the engine still deciding and checking it "
         "(docs/reflex.md); --no-reflex leaves every frame to the engine's path alone",
     )
+    p.add_argument(
+        "--keep-warm-ms",
+        type=_keep_warm,
+        default=KEEP_WARM_MS,
+        metavar="MS",
+        help="rehearse the trip reflex's armed path every MS milliseconds, nothing written "
+        f"or sent, so a trip after a long quiet runs on warm caches (default {KEEP_WARM_MS:g}; "
+        "0: never; "
+        "docs/reflex.md, Keep-warm)",
+    )
+
+
+def _keep_warm(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number of milliseconds") from None
+    if v != 0 and not 0.1 <= v <= 1000:
+        raise argparse.ArgumentTypeError(f"{v} ms: give 0 (never) or 0.1 to 1000 ms")
+    return v
 
 
 def run(args: argparse.Namespace) -> int:
@@ -244,6 +265,7 @@ def _options(args: argparse.Namespace) -> tuple[ControllerConfig, Any, RunOption
         cpu=args.cpu,
         rt_priority=args.rt_priority,
         reflex=args.reflex,
+        keep_warm_ms=args.keep_warm_ms,
         uplink_hold=_uplink_hold(args.state),
     )
     return cfg, keys, options

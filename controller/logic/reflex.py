@@ -54,7 +54,7 @@ from goosectl.controller.link.effects import Transmit as LinkTransmit
 from goosectl.controller.logic.effects import DeviceCommand, PublishTopic
 from goosectl.controller.logic.mapping import publication_values
 from goosectl.controller.logic.mode_actions import TEST_STATES, WITHHOLDING
-from goosectl.protocols.goose import GooseError, UtcTime, decode_frame
+from goosectl.protocols.goose import GooseError, decode_frame, utc_octets
 from goosectl.protocols.goose.security import MacKey
 from goosectl.protocols.goose.security import parse as parse_extension
 from goosectl.protocols.prp import LAN_IDS, RCT_LEN, SUFFIX, lsdu_size, tagged
@@ -312,16 +312,17 @@ def fingerprint_of(bay: BayController) -> tuple[Callable[[], bool], tuple]:
     `VOLATILE` fields), the device bytes nobody has taken yet, the link's next sequence
     number. A context is replaced, never changed in place, by a step: the same context
     object is the same context, so the check compares fields only of a machine that
-    stepped."""
-    entries = []
-    for scheduler in (bay.scheduler, bay.link.bus):
-        for m in scheduler.machines.values():
-            skip = VOLATILE.get(m.table.spec.name, frozenset())
-            keys = tuple(k for k in m.ctx if k not in skip)
-            get = itemgetter(*keys, *keys[:1]) if keys else _nothing
-            entries.append((m, m.state, m._ctx, get, get(m._ctx)))
+    stepped, and a context found equal is remembered as the one to compare by identity
+    next time. The loop checks every round (`LiveReflex.rearm`), so when a trip frame
+    comes the contexts replaced since arming have been compared already and the check on
+    the frame's path compares identities only."""
+    entries: list[list[Any]] = []  # [machine, state, context, its getter, its values]
+    for m in _machines(bay):
+        skip = VOLATILE.get(m.table.spec.name, frozenset())
+        keys = tuple(k for k in m.ctx if k not in skip)
+        get = itemgetter(*keys, *keys[:1]) if keys else _nothing
+        entries.append([m, m.state, m._ctx, get, get(m._ctx)])
     scheduler, bus, link = bay.scheduler, bay.link.bus, bay.link
-    table = tuple(entries)
     sizes = (len(scheduler.machines), len(bus.machines))
     seq = link.next_seq
 
@@ -330,12 +331,15 @@ def fingerprint_of(bay: BayController) -> tuple[Callable[[], bool], tuple]:
             return False
         if len(scheduler.machines) != sizes[0] or len(bus.machines) != sizes[1]:
             return False
-        for m, state, ctx, get, value in table:
+        for entry in entries:
+            m, state, ctx, get, value = entry
             if m.state != state:
                 return False
             now = m._ctx
-            if now is not ctx and get(now) != value:
-                return False
+            if now is not ctx:
+                if get(now) != value:
+                    return False
+                entry[2] = now
         return True
 
     return same, (sizes, seq)
@@ -377,6 +381,8 @@ class SignedArm:
     gate: AuthGate
     policy: Policy
     keys: KeyFile
+    #: a signed candidate with its MAC zeroed, for `Arming.rehearse` (never verifies)
+    example: bytes = b""
 
 
 @dataclass(slots=True, eq=False)
@@ -414,6 +420,9 @@ class Arming:
     #: the unsigned candidate with a PRP trailer for `side`'s LAN: frame length -> the
     #: trailer's last four octets (LanId, LSDUsize, suffix) that length must carry
     trailed: dict[int, bytes] = field(default_factory=dict)
+    #: candidates `rehearse` runs the path on: the unsigned one (if armed) and the signed
+    #: one with its MAC zeroed (if signed)
+    rehearsals: tuple[bytes, ...] = ()
 
     def match_trailed(
         self, buf: bytes, side: str, now_ns: int, vlan: Any, first_copy: Callable[..., bool]
@@ -472,7 +481,7 @@ class Arming:
         if ref != t_ref[0]:
             # the least `t` octets whose time is not before the reference: a frame's `t`
             # at or after them is not stale, whatever the skew
-            t_ref[:] = ref, _utc7(ref) if ref else bytes(7)
+            t_ref[:] = ref, utc_octets(ref) if ref else bytes(7)
         if buf[t_at : t_at + 7] < t_ref[1]:
             return False
         for timers in self.timers:
@@ -521,18 +530,22 @@ class Arming:
             return s.key.check_hmac(domain, buf[av_end + 2 :])
         return s.key.check_gmac(domain, iv, buf[av_end + 2 :])
 
-    def fire(self, buf: bytes, side: str, now_ns: int, vlan: Any, utc_ns: int) -> Emitted | None:
-        """What to write and send for `buf` now (the bay's UTC `utc_ns`), or None: the
-        engine's path alone."""
-        if self.match(buf, side, now_ns, vlan):
-            return self.outputs(utc_ns)
-        return None
+    def rehearse(self, now_ns: int, utc_ns: int) -> None:
+        """The frame path run on the candidate's own octets and the answer thrown away, so
+        its code and data are back in the caches when a trip frame comes: a path left
+        alone for milliseconds on a shared core is evicted and then runs several times
+        slower (docs/reflex.md, Keep-warm). It writes nothing and sends nothing, and moves
+        nothing of the engine: `match` only reads (its `t` cache and the fingerprint's
+        remembered contexts aside, which hold the values they held)."""
+        for buf in self.rehearsals:
+            self.match(buf, self.side, now_ns, self.vlan)
+        self.outputs(utc_ns)
 
     def outputs(self, utc_ns: int) -> Emitted:
         """The emitted device bytes and frames with the bay's UTC `utc_ns` filled in."""
         if not self.utc_at:
             return self.emitted
-        raw = _utc7(utc_ns)
+        raw = utc_octets(utc_ns)
         return Emitted(
             self.emitted.device,
             tuple(
@@ -588,11 +601,13 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
             by_len = {}  # an unsigned frame never reaches the logic
     if not by_len and signed is None:
         return None
+    rehearsals = (bufs[0][0],) if by_len and bufs else ()
     arming = Arming(by_len=by_len, emitted=first, mid=mid, same=same, t_ref=[None, b""],
                     signed=signed, pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
                     tal_limit_ms=limit_ms, timers=(bay.scheduler.timers, bay.link.bus.timers),
                     harmless=harmless_timers(bay, now), utc_at=utc_at,
-                    vlan=mem.tag, trailed=trailer_tails(by_len, side))  # fmt: skip
+                    vlan=mem.tag, trailed=trailer_tails(by_len, side),
+                    rehearsals=rehearsals + ((signed.example,) if signed else ()))  # fmt: skip
     # the previews moved nothing of the engine
     return arming if same() else None
 
@@ -691,10 +706,13 @@ def signed_arm(
     if cut is None or not key.key.check(ext.domain, ext.iv, ext.mac):
         return None  # (the last frame verifies with the armed key: it is the gate's)
     by_len: dict[int, tuple[bytes, int, int]] = {}
+    example = b""
     for buf, tal_at, w, t_at in bufs:
         signed = _signed_candidate(buf, raw, gate, ext.key_id)
         if signed is not None:
             by_len[len(signed)] = (signed[:tal_at], w, t_at)
+            mac_len = key.key.algorithm.mac_len
+            example = example or signed[:-mac_len] + bytes(mac_len)
     if not by_len:
         return None
     head, ttnk, rest, iv_len, after_iv = cut
@@ -702,7 +720,7 @@ def signed_arm(
         by_len=by_len, ext_len=ext_len, head=head, ttnk=ttnk, rest=rest, iv_len=iv_len,
         after_iv=after_iv, mac_len=key.key.algorithm.mac_len, off=off, key=key.key,
         key_id=ext.key_id, lo=key.not_before_ns - keys.grace_ns,
-        hi=key.not_after_ns + keys.grace_ns, gate=gate, policy=pol, keys=keys,
+        hi=key.not_after_ns + keys.grace_ns, gate=gate, policy=pol, keys=keys, example=example,
     )  # fmt: skip
 
 
@@ -812,11 +830,6 @@ def _last_side(bay: BayController, stream: Any) -> str | None:
     return None
 
 
-def _utc7(utc_ns: int) -> bytes:
-    """The seconds and fraction octets of a UtcTime for `utc_ns` (its quality apart)."""
-    return UtcTime.from_ns(utc_ns).to_bytes()[:7]
-
-
 def _utc_places(a: Emitted, b: Emitted, utc0: int) -> tuple[tuple[int, int], ...] | None:
     """Where the bay's UTC sits in the emitted frames (frame, offset), as `t` or as a
     timestamp member: every place the first run's UTC octets appear, proven by filling the
@@ -824,7 +837,7 @@ def _utc_places(a: Emitted, b: Emitted, utc0: int) -> tuple[tuple[int, int], ...
     differs (then the outputs depend on time in a way this arming does not model)."""
     if a.device != b.device or len(a.frames) != len(b.frames):
         return None
-    old = _utc7(utc0)
+    old = utc_octets(utc0)
     places = []
     for i, (fa, fb) in enumerate(zip(a.frames, b.frames, strict=True)):
         if (fa.gocb_ref, fa.sides) != (fb.gocb_ref, fb.sides) or len(fa.data) != len(fb.data):
@@ -859,7 +872,7 @@ def _pieces(
 
 
 def _patched(data: bytes, places: list[int], utc_ns: int) -> bytes:
-    raw = _utc7(utc_ns)
+    raw = utc_octets(utc_ns)
     out = bytearray(data)
     for at in places:
         out[at : at + 7] = raw

@@ -39,6 +39,7 @@ from goosectl.controller.shell.locks import LockError, lock_file, lock_journal
 from goosectl.controller.shell.output_pump import LinePump
 from goosectl.controller.shell.prp_live import PrpLive
 from goosectl.controller.shell.prp_live import attach as attach_prp
+from goosectl.controller.shell.reflex_live import KEEP_WARM_MS
 from goosectl.controller.shell.rgoose_live import attach_subscriptions
 from goosectl.controller.shell.state_folder import StateFolderError, prepare_state_folder
 
@@ -74,6 +75,7 @@ class RunOptions:
     rt_priority: int = 50
     uplink_hold: Callable[[], int | None] | None = None
     reflex: bool = True  # the trip reflex (docs/reflex.md); `run --no-reflex` turns it off
+    keep_warm_ms: float = KEEP_WARM_MS  # the reflex rehearsed this often (docs/reflex.md)
 
 
 @dataclass
@@ -139,7 +141,17 @@ class LiveController:
             "frame_latency_us": percentiles(list(live.live.latencies)),
             "stamp_to_sent_us": percentiles(list(live.live.stamp_latencies)),
             "frame_to_device_us": percentiles(list(live.device_latencies)),
-            **({"reflex": live.core.reflex.counts()} if live.core.reflex is not None else {}),
+            **(
+                {
+                    "reflex": {
+                        **live.core.reflex.counts(),
+                        "frame_to_trip_us": percentiles(list(live.reflex_latencies)),
+                        "trip_write_us": percentiles(list(live.reflex_writes)),
+                    }
+                }
+                if live.core.reflex is not None
+                else {}
+            ),
             "goose": self.bay.hub.counters(),
             "journal": self.journals.report(),
             "stderr": self.stderr.status(),
@@ -269,7 +281,15 @@ def _live(
 ) -> tuple[BayLive, PrpLive | None]:
     """The sockets (and PRP's LRE between them and the hub) and the serial link."""
     try:
-        live = BayLive(bay, o.iface, o.iface_b, o.port, endpoint=agent, reflex=o.reflex)
+        live = BayLive(
+            bay,
+            o.iface,
+            o.iface_b,
+            o.port,
+            endpoint=agent,
+            reflex=o.reflex,
+            keep_warm_ms=o.keep_warm_ms,
+        )
     except PermissionError as exc:
         raise AssemblyError(str(exc)) from exc
     except OSError as exc:

@@ -33,7 +33,7 @@ from goosectl.controller.logic.effects import (
 from goosectl.controller.ports import SerialEndpoint
 from goosectl.controller.report.bay_report import describe
 from goosectl.controller.shell.goose_live import LiveGoose
-from goosectl.controller.shell.reflex_live import LiveReflex
+from goosectl.controller.shell.reflex_live import KEEP_WARM_MS, LiveReflex
 from goosectl.controller.shell.serial_link import SerialLink
 from goosectl.protocols.goose import Vlan
 
@@ -306,9 +306,11 @@ class BayLive:
         on_effects: Callable[[list[Any]], None] | None = None,
         endpoint: SerialEndpoint | None = None,
         reflex: bool = False,
+        keep_warm_ms: float = KEEP_WARM_MS,
     ) -> None:
         """`endpoint` is what the serial port feeds: the bay, or `AgentBay` (bay + agent);
-        `reflex`: fire the trip reflex (`controller/shell/reflex_live.py`)."""
+        `reflex`: fire the trip reflex (`controller/shell/reflex_live.py`), rehearsing
+        its armed path every `keep_warm_ms` (0: never)."""
         self.bay = bay
         self.endpoint: SerialEndpoint = endpoint or bay
         self.core = BayGooseCore(bay, self.endpoint)
@@ -326,6 +328,12 @@ class BayLive:
         #: for each frame that made the controller write to the device: ns from the frame
         #: read to the command's bytes taken by the port, the last 100,000 (the stop report)
         self.device_latencies: deque[int] = deque(maxlen=100_000)
+        #: of those, the TRIPs the reflex wrote (the trip's own share, without the CLOSEs
+        #: and the other commands that take the engine's path)
+        self.reflex_latencies: deque[int] = deque(maxlen=100_000)
+        #: and how long the port's write call itself took for each (the kernel's share:
+        #: on a pty, waking the device's reader)
+        self.reflex_writes: deque[int] = deque(maxlen=100_000)
         #: a frame's command that could not go out at its urgent moment (stop-and-wait: a
         #: keep-alive on the wire, or a link resynchronising): seq -> the frame's read time,
         #: counted when the port takes it, so the report leaves no slow command out
@@ -334,17 +342,27 @@ class BayLive:
         self.live.on_output.append(self._settle_owed)
         bay.urgent = self._urgent
         if reflex:
-            self.core.reflex = LiveReflex(bay, self._write_reflex, self.live.send_early)
+            keep_warm_ns = int(keep_warm_ms * 1e6)
+            self.core.reflex = LiveReflex(
+                bay, self._write_reflex, self.live.send_early, keep_warm_ns
+            )
+            if keep_warm_ns:  # the idle loop wakes for the rehearsals alone
+                self.live.loop.light_every = self.core.reflex.wake_within
+                self.live.loop.light.append(self.core.reflex.rehearse)
 
     def _write_reflex(self, data: bytes) -> None:
         """The reflex's TRIP to the port now, as `write_early` writes the engine's."""
         serial = self.serial
         serial.unsent += data
         if serial.port is not None:
+            t_write = time.monotonic_ns()
             serial._write_some()
             t_in = self.live.t_in
             if t_in is not None:
-                self.device_latencies.append(time.monotonic_ns() - t_in)
+                done = time.monotonic_ns()
+                self.device_latencies.append(done - t_in)
+                self.reflex_latencies.append(done - t_in)
+                self.reflex_writes.append(done - t_write)
 
     def _urgent(self) -> None:
         """A command or a frame is ready while its input is still being handled: the TRIP
@@ -393,6 +411,7 @@ class BayLive:
             self._sink(more)
         if self.core.reflex is not None:
             self.core.reflex.rearm()  # off the frame path: after the round's outputs
+            self.core.reflex.rehearse(now)
         if self.status_every:
             try:
                 self.status.tick(now)

@@ -9,6 +9,12 @@ young collection only in rounds where nothing was ready). A new transport plugs 
 more `Source` (R-GOOSE over UDP and PRP supervision are GOOSE sources of their own) or one
 more `Timer`; nothing here knows what a frame is.
 
+A light round: when `light_every` asks the loop to wake sooner than anything is due (the
+trip reflex's keep-warm), a wake with nothing ready runs the `light` work alone: no timer
+is due and nothing was read, so the timers and the idle work have nothing to do that a
+loop asleep until the deadline would have done sooner, and the wake costs what the light
+work costs.
+
 Why one loop: one thread decides everything, in one order, so a frame, a serial byte and a
 control request can never race; the pure machines it drives never see a clock or a socket.
 """
@@ -80,6 +86,10 @@ class Loop:
     #: the longest the loop may sleep right now (frames the kernel refused wait for a
     #: retry); None: to the earliest deadline
     wait_cap: Callable[[], float | None] = lambda: None
+    #: the longest the loop may sleep for its light work (None: no light work wanted now),
+    #: and that work, alone in a round woken for it (see module)
+    light_every: Callable[[], float | None] = lambda: None
+    light: list[Callable[[int], None]] = field(default_factory=list)
     #: poll without ever sleeping: a core of its own, caches kept warm (`run --spin`)
     spin: bool = False
     #: collect garbage only in idle rounds (`run --realtime`)
@@ -116,7 +126,7 @@ class Loop:
         whole milliseconds), the ready sources in order, the timers, the idle work. Written
         out in one function, locals hoisted: a round is paid before every frame."""
         clock = time.monotonic_ns
-        select, timers, idle = self.sel.select, self.timers, self.idle
+        select, timers, idle, light = self.sel.select, self.timers, self.idle, self.light
         never = (1 << 63) - 1 if until_ns is None else until_ns
         while not self.stopped:
             now = clock()
@@ -129,14 +139,26 @@ class Loop:
                     wake = d
             slack = wake - now
             timeout = 0.0 if (self.spin or slack < SPIN_NS) else (slack - 1_000_000) / 1e9
+            lit = False
             if timeout > 0.0:
                 cap = self.wait_cap()
-                if cap is not None and timeout > cap:
-                    timeout = cap
+                if cap is not None:  # a retry is owed at the cap: a full round then
+                    if timeout > cap:
+                        timeout = cap
+                elif light:
+                    every = self.light_every()
+                    if every is not None and timeout > every:
+                        timeout, lit = every, True
             ready = select(timeout)
             if not ready:
                 if self.idle_gc:  # the earliest deadline, as computed for the wait
                     self.collect_if_idle(None if wake == never else wake, clock)
+                if lit:  # woken for the light work alone, if nothing is due yet
+                    now = clock()
+                    if now < wake:
+                        for work in light:
+                            work(now)
+                        continue
             elif len(ready) > 1:
                 ready.sort(key=_rank)
             for key, _ in ready:

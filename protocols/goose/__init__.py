@@ -61,7 +61,7 @@ from goosectl.protocols.goose.jsonform import (
     to_json,
 )
 from goosectl.protocols.goose.template import FrameTemplate
-from goosectl.protocols.goose.utctime import UtcTime, time_quality
+from goosectl.protocols.goose.utctime import UtcTime, time_quality, utc_octets
 
 __all__ = [
     "ETHERTYPE_GOOSE",
@@ -116,4 +116,5 @@ __all__ = [
     "parse_header",
     "time_quality",
     "to_json",
+    "utc_octets",
 ]

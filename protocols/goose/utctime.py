@@ -61,10 +61,7 @@ class UtcTime:
     @classmethod
     def from_ns(cls, ns: int, quality: int = 0) -> UtcTime:
         """Nanoseconds since the Unix epoch -> UtcTime (fraction rounded up, see module doc)."""
-        seconds, rem = divmod(ns, _NS)
-        fraction = -((-rem * _FRAC) // _NS)  # ceiling
-        if fraction == _FRAC:
-            seconds, fraction = seconds + 1, 0
+        seconds, fraction = _split(ns)
         return cls(seconds, fraction, quality)
 
     def to_ns(self) -> int:
@@ -92,6 +89,26 @@ class UtcTime:
     def accuracy(self) -> int:
         """Number of significant fraction bits (0..24); 31 means unspecified."""
         return self.quality & ACCURACY_MASK
+
+
+def _split(ns: int) -> tuple[int, int]:
+    """(seconds, fraction) of `ns`, the fraction rounded up (see module doc)."""
+    seconds, rem = divmod(ns, _NS)
+    fraction = -((-rem * _FRAC) // _NS)  # ceiling
+    if fraction == _FRAC:
+        return seconds + 1, 0
+    return seconds, fraction
+
+
+def utc_octets(ns: int) -> bytes:
+    """The seconds and fraction octets (seven, the quality apart) of `UtcTime.from_ns(ns)`,
+    without the object: the trip reflex fills them into its trip-ack frame on the trip's
+    path, where building and range-checking a UtcTime cost more than the frame's copy.
+    Seconds outside 0..2**32-1 raise BadValue, as `UtcTime.to_bytes` does."""
+    seconds, fraction = _split(ns)
+    if not 0 <= seconds < 1 << 32:
+        raise BadValue(f"utc-time seconds {seconds} outside 0..2**32-1")
+    return (seconds << 24 | fraction).to_bytes(7)
 
 
 def time_quality(

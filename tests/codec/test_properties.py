@@ -39,6 +39,7 @@ from goosectl.protocols.goose import (
     encode_all_data,
     encode_frame,
     parse_header,
+    utc_octets,
 )
 from tests.codec.corpus import corpus_frames
 from tests.fuzz_codec import Stats, check_one, mutate, seeds
@@ -158,6 +159,25 @@ def _canonical(values: tuple) -> tuple:
 def _bits_canon(v: BitString) -> tuple[bytes, int]:
     b = BitString.from_bits(v.bits)
     return b.data, b.unused
+
+
+@given(st.integers(min_value=-(10**9), max_value=(1 << 32) * 10**9 + 10**9))
+def test_the_reflexs_time_octets_are_the_utc_times(ns: int) -> None:
+    """`utc_octets` (the trip reflex's ack) writes what `UtcTime.from_ns` encodes, the
+    fraction's rounding and its carry into the seconds included, and refuses what it
+    refuses."""
+    try:
+        want: bytes | None = UtcTime.from_ns(ns).to_bytes()[:7]
+    except GooseError:
+        want = None
+    if want is None:
+        with contextlib.suppress(GooseError):
+            utc_octets(ns)
+            raise AssertionError(f"utc_octets({ns}) took a time UtcTime refuses")
+    else:
+        assert utc_octets(ns) == want
+    for edge in (0, 999_999_999, 10**9 - 29, ((1 << 32) - 1) * 10**9):
+        assert utc_octets(edge) == UtcTime.from_ns(edge).to_bytes()[:7]
 
 
 @settings(max_examples=examples(500), deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -174,6 +174,9 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path, reflex):
             forged_state = bay.bay.state
             forged_device = dict(device.shell.fw.stats.executed)
             counts = dict(bay.hub.counters()["auth"]["prot"]["counts"])
+            if reflex:  # keep-warm as shipped: the signed candidate rehearsed, MAC zeroed
+                rehearsed = live.core.reflex.counts  # type: ignore[union-attr]
+                wait("rehearse the armed path", lambda: rehearsed()["rehearsed"] >= 20)
             say("trip 1")
             wait("open the breaker", lambda: bay.bay.state == "open")
         finally:

@@ -17,6 +17,7 @@ import copy
 import dataclasses
 import os
 from functools import cache
+from typing import Any
 
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -298,11 +299,29 @@ def note(what: str) -> None:
         event(what)
 
 
+def engine_state(bay: Any) -> tuple:
+    """Everything of the engine a rehearsal could move: every machine's snapshot, the
+    timers, the device bytes not taken, the link's next sequence number, queued frames."""
+    machines = [*bay.scheduler.machines.values(), *bay.link.bus.machines.values()]
+    return (
+        [m.snapshot() for m in machines],
+        [sorted(t._heap) for t in (bay.scheduler.timers, bay.link.bus.timers)],
+        bytes(bay.link._out),
+        bay.link.next_seq,
+        list(bay.frames),
+    )
+
+
 def _judge(bench: TripBench, arming: Arming | None, buf: bytes, side: str, now: int) -> bool:
     """Whether the reflex fired; if it did, the engine's outputs are asserted equal (and
     its auth gate verified the frame); if it did not, the engine runs all the same, so a
-    refusal of the gate is seen to go with a reflex that stayed silent."""
+    refusal of the gate is seen to go with a reflex that stayed silent. A keep-warm
+    rehearsal runs first, as the live loop's would, and must move nothing of the engine."""
     bay = bench.bay
+    if arming is not None:
+        before = engine_state(bay)
+        arming.rehearse(now, now + bay.utc_offset_ns)
+        assert engine_state(bay) == before, "a rehearsal moved the engine"
     fired = arming is not None and arming.match(buf, side, now, None)
     if not fired:
         gate = bay.hub.bank.auth
@@ -402,13 +421,13 @@ class Shell:
     """The live shell's part around the reflex, without sockets: what reaches the port and
     the wire, in order."""
 
-    def __init__(self, bench: TripBench) -> None:
+    def __init__(self, bench: TripBench, keep_warm_ns: int = 0) -> None:
         from goosectl.controller.shell.reflex_live import LiveReflex
 
         self.bay = bench.bay
         self.port = bytearray()
         self.wire: list[bytes] = []
-        self.reflex = LiveReflex(self.bay, self.port.extend, self._send)
+        self.reflex = LiveReflex(self.bay, self.port.extend, self._send, keep_warm_ns)
         self.bay.urgent = self._urgent
         self.bay.take_frames()
 
@@ -444,6 +463,36 @@ def test_the_device_gets_one_trip_and_the_wire_one_ack():
     assert not any(type(e).__name__ == "Alarm" for e in effects)
     assert bench.bay.bay.state == "tripping"
     assert shell.reflex.fired == 1 and shell.reflex.disagreed == 0
+
+
+def test_keep_warm_rehearses_while_armed_and_writes_and_sends_nothing():
+    """Rehearsals come once a period has passed, only while something is armed, and
+    leave the port and the wire untouched and the engine unmoved; the trip after them
+    fires once with the engine's bytes, as without them."""
+    bench = fresh()
+    shell = Shell(bench, keep_warm_ns=MS)
+    reflex = shell.reflex
+    assert reflex.wake_within() is None  # nothing armed yet: the loop sleeps to its timers
+    assert reflex.rearm() == 1
+    assert reflex.wake_within() == MS / 1e9
+    t0 = bench.wire.now_ns
+    before = engine_state(bench.bay)
+    for k in range(40):  # a round every quarter period: a rehearsal every fourth
+        reflex.rehearse(t0 + MS + k * MS // 4)
+    assert reflex.rehearsed == 10
+    assert engine_state(bench.bay) == before
+    assert not shell.port and not shell.wire
+    now = t0 + 12 * MS
+    buf = ied_frame(bench, True, Quality(), now)
+    expected = reflex.armings[0].outputs(now + bench.bay.utc_offset_ns)
+    fired, *_ = shell.frame(buf, now)
+    assert fired and bytes(shell.port) == expected.device
+    assert [f for f in shell.wire if b"tripack" in f] == [f.data for f in expected.frames]
+    assert reflex.fired == 1 and reflex.disagreed == 0
+    off = Shell(fresh())
+    off.reflex.rearm()
+    off.reflex.rehearse(t0 + 10 * MS)
+    assert off.reflex.rehearsed == 0 and off.reflex.wake_within() is None
 
 
 def test_an_engine_that_disagrees_raises_an_alarm_and_its_own_bytes_still_go_out():

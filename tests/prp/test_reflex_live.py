@@ -111,6 +111,8 @@ def test_a_trailed_trip_fires_the_reflex_before_the_lre_and_trips_once():
             wait("close the breaker", lambda: bay.bay.state == "closed", bay.hub.counters)
             say("scada 0")
             wait("arm the reflex", lambda: any(a is not None for a in reflex.armings))
+            # keep-warm as shipped: the idle loop rehearses the armed path, writing nothing
+            wait("rehearse the armed path", lambda: reflex.rehearsed >= 20, reflex.counts)
             say("trip 1")
             wait("open the breaker", lambda: bay.bay.state == "open", reflex.counts)
         finally:

@@ -5,6 +5,7 @@ sources of the same loop. Real pipes, a real selector."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import time
 from collections.abc import Iterator
@@ -117,3 +118,54 @@ def test_a_live_controller_without_interfaces_serves_its_other_inputs_and_timers
     live.close()
     assert seen == ["serial", "control"]
     assert rounds and live.stopped
+
+
+class Counting:
+    """A timer due every `every_ns`, counting the rounds its `fire` saw and the due ones."""
+
+    name = "counting"
+
+    def __init__(self, every_ns: int) -> None:
+        self.every_ns = every_ns
+        self.next = time.monotonic_ns() + every_ns
+        self.rounds = self.due = 0
+
+    def deadline(self) -> int:
+        return self.next
+
+    def fire(self, now: int) -> None:
+        self.rounds += 1
+        if now >= self.next:
+            self.due += 1
+            self.next = now + self.every_ns
+
+
+def _light_run(timer_every_ns: int, every_s: float | None, run_ns: int) -> tuple:
+    loop = Loop()
+    timer = Counting(timer_every_ns)
+    loop.timers.append(timer)
+    idle: list[int] = []
+    loop.idle.append(idle.append)
+    light: list[int] = []
+    loop.light.append(light.append)
+    loop.light_every = lambda: every_s
+    end = time.monotonic_ns() + run_ns
+    loop.run(end)
+    loop.close()
+    # the loop polls in the last SPIN_NS before `end`, as before any deadline: not counted
+    return timer, [t for t in idle if t < end - 2_000_000], light
+
+
+def test_light_rounds_wake_for_the_light_work_alone_and_timers_still_fire_on_time():
+    """A loop asked to wake every millisecond for light work (the reflex's keep-warm) runs
+    that work about a thousand times a second and nothing else in those wakes; a timer's
+    rounds still come at its deadlines; with no light work wanted nothing wakes."""
+    timer, idle, light = _light_run(10_000_000_000, 0.001, 300_000_000)  # nothing due
+    assert len(light) > 10, len(light)  # ~300 at 1 ms apart; a starved host delays them
+    assert len(idle) <= 2, len(idle)
+    assert all(b > a for a, b in itertools.pairwise(light))
+    timer, idle, light = _light_run(50_000_000, 0.001, 300_000_000)  # due every 50 ms
+    assert 4 <= timer.due <= 6, timer.due
+    assert len(light) > 10, len(light)
+    timer, idle, light = _light_run(10_000_000_000, None, 100_000_000)  # nothing armed
+    assert light == [] and len(idle) <= 2
