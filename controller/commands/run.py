@@ -190,6 +190,8 @@ def _add_mode_args(p: argparse.ArgumentParser) -> None:
 
 
 def _keep_warm(text: str) -> float:
+    """`--keep-warm-ms`: 0 (off) or 0.1-1000 ms; epoll sleeps whole milliseconds, so a
+    period under 1 ms rehearses at every wake, about once a millisecond."""
     try:
         v = float(text)
     except ValueError:

@@ -218,8 +218,8 @@ class LiveReflex:
     def rehearse(self, now_ns: int) -> None:
         """Keep-warm: once `keep_warm_ns` has passed since the last time, every arming's
         path run on its own candidate with nothing written or sent (`Arming.rehearse`), so
-        a trip after a long quiet finds its code and data in the caches: after 5 ms asleep
-        the match took about ten times as long without it (docs/reflex.md, Keep-warm)."""
+        a trip after a long quiet finds its code and data in the caches, where without it
+        the match runs several times slower (docs/reflex.md, Keep-warm)."""
         if not self.keep_warm_ns or now_ns - self._warm_at < self.keep_warm_ns:
             return
         self._warm_at = now_ns
