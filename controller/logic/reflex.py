@@ -601,7 +601,7 @@ def arm(bay: BayController, rule: Rule) -> Arming | None:
             by_len = {}  # an unsigned frame never reaches the logic
     if not by_len and signed is None:
         return None
-    rehearsals = (bufs[0][0],) if by_len and bufs else ()
+    rehearsals = (bufs[0][0],) if by_len else ()  # by_len's entries come from bufs
     arming = Arming(by_len=by_len, emitted=first, mid=mid, same=same, t_ref=[None, b""],
                     signed=signed, pieces=_pieces(first, utc_at), side=side, stream=sm, tail=tail,
                     tal_limit_ms=limit_ms, timers=(bay.scheduler.timers, bay.link.bus.timers),
@@ -706,19 +706,19 @@ def signed_arm(
     if cut is None or not key.key.check(ext.domain, ext.iv, ext.mac):
         return None  # (the last frame verifies with the armed key: it is the gate's)
     by_len: dict[int, tuple[bytes, int, int]] = {}
+    mac_len = key.key.algorithm.mac_len
     example = b""
     for buf, tal_at, w, t_at in bufs:
         signed = _signed_candidate(buf, raw, gate, ext.key_id)
         if signed is not None:
             by_len[len(signed)] = (signed[:tal_at], w, t_at)
-            mac_len = key.key.algorithm.mac_len
             example = example or signed[:-mac_len] + bytes(mac_len)
     if not by_len:
         return None
     head, ttnk, rest, iv_len, after_iv = cut
     return SignedArm(
         by_len=by_len, ext_len=ext_len, head=head, ttnk=ttnk, rest=rest, iv_len=iv_len,
-        after_iv=after_iv, mac_len=key.key.algorithm.mac_len, off=off, key=key.key,
+        after_iv=after_iv, mac_len=mac_len, off=off, key=key.key,
         key_id=ext.key_id, lo=key.not_before_ns - keys.grace_ns,
         hi=key.not_after_ns + keys.grace_ns, gate=gate, policy=pol, keys=keys, example=example,
     )  # fmt: skip

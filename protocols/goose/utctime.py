@@ -46,8 +46,7 @@ class UtcTime:
 
     def to_bytes(self) -> bytes:
         """The 8 content octets; range errors name the offending part."""
-        if not 0 <= self.seconds < 1 << 32:
-            raise BadValue(f"utc-time seconds {self.seconds} outside 0..2**32-1")
+        _check_seconds(self.seconds)
         if not 0 <= self.fraction < _FRAC:
             raise BadValue(f"utc-time fraction {self.fraction} outside 0..2**24-1")
         if not 0 <= self.quality < 256:
@@ -106,9 +105,13 @@ def utc_octets(ns: int) -> bytes:
     path, where building and range-checking a UtcTime cost more than the frame's copy.
     Seconds outside 0..2**32-1 raise BadValue, as `UtcTime.to_bytes` does."""
     seconds, fraction = _split(ns)
+    _check_seconds(seconds)
+    return (seconds << 24 | fraction).to_bytes(7)
+
+
+def _check_seconds(seconds: int) -> None:
     if not 0 <= seconds < 1 << 32:
         raise BadValue(f"utc-time seconds {seconds} outside 0..2**32-1")
-    return (seconds << 24 | fraction).to_bytes(7)
 
 
 def time_quality(
