@@ -277,6 +277,9 @@ class AuthGate:
                         self.last = ok
                         pol.verified += 1
                         pol.signed = buf
+                        if pol.key_id != ok.key_id:  # the first after a refusal event
+                            pol.key_id = ok.key_id
+                            self._feed(pol, "verified", now_ns, (ok.key_id, ok.algorithm))
                         if ext_end == len(buf):
                             return head + buf[head_end:apdu_end]
                         return head + buf[head_end:apdu_end] + buf[ext_end:]  # padding

@@ -495,7 +495,10 @@ class Arming:
         """`match` for a signed frame: the candidate's APDU, then the extension the gate
         would verify (`controller/goose/auth.py`): its octets the last verified frame's but
         for TimeToNextKey (its width, minimal as the strict parse wants it) and the IV, the
-        key file the same, the key in its window, and the MAC last (constant time)."""
+        key file the same, the key in its window, and the MAC last (constant time). The
+        policy's key id is the armed one, or none since a refusal event: the gate then
+        journals the frame as the first verified one again, a step of its auth machine
+        that emits nothing, so the engine still writes what the reflex wrote."""
         e = s.by_len.get(n)
         if e is None:
             return False
@@ -519,8 +522,8 @@ class Arming:
             q += s.iv_len
             if buf[q : n - s.mac_len] != s.after_iv:
                 return False
-        gate = s.gate
-        if gate.keys is not s.keys or gate.carried is not None or s.policy.key_id != s.key_id:
+        gate, kid = s.gate, s.policy.key_id
+        if gate.keys is not s.keys or gate.carried is not None or kid not in (s.key_id, None):
             return False
         if not s.lo <= now_ns + gate.utc_offset_ns <= s.hi or not self.same():
             return False

@@ -179,6 +179,8 @@ def test_run_with_auth_required_trips_on_the_signed_trip_only(tmp_path, reflex):
                 wait("rehearse the armed path", lambda: rehearsed()["rehearsed"] >= 20)
             say("trip 1")
             wait("open the breaker", lambda: bay.bay.state == "open")
+            if reflex:  # the forgeries did not put the genuine trip on the engine's path
+                assert live.core.reflex.counts()["fired"] == 1  # type: ignore[union-attr]
         finally:
             if peer.poll() is None:
                 peer.stdin.close()

@@ -397,3 +397,27 @@ def agrees_with_the_full_check(warm: Any, kf: Any, bases: list[bytes]) -> None:
         assert (warm.check(frame, now), warm.last) == (want, fresh.last)
 
     agree()
+
+
+def test_a_genuine_frame_after_a_forgery_is_journaled_and_the_state_recovers(tmp_path) -> None:
+    """One forged frame, then the genuine stream's repeats (the gate's remembered header,
+    no parse): the first verified repeat steps the subscription's auth machine back to
+    `verified` with its key id, as the docs promise ("the next verified frame is
+    journaled"), so `status` and the page do not show `refusing` for ever after a
+    single forgery, and the trip reflex, which arms only a policy at its key id, is
+    armed again."""
+    kf = keys(tmp_path)
+    hub = sub_hub(kf)
+    hub.frame(signed_raw(1, 0), "A", 0)
+    hub.frame(signed_raw(1, 1), "A", MS)  # the header is remembered: the fast path
+    c = hub.counters()["auth"][GOCB]
+    assert c["state"] == "verified" and c["key_id"] == 7
+    hub.frame(signed_raw(1, 2, secret=OTHER), "A", 2 * MS)
+    assert hub.counters()["auth"][GOCB]["state"] == "refusing"
+    out = hub.frame(signed_raw(1, 3), "A", 3 * MS)
+    c = hub.counters()["auth"][GOCB]
+    assert c["counts"] == {"verified": 3, "bad_mac": 1}
+    assert c["state"] == "verified" and c["key_id"] == 7, c
+    (pol,) = hub.bank.auth.by_key.values()
+    assert pol.key_id == 7
+    assert out, "the genuine frame after the forgery was not delivered"

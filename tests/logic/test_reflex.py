@@ -571,6 +571,32 @@ def test_no_signed_forgery_fires_the_reflex():
         assert bay.hub.bank.auth.last.reason == reason and bay.bay.state != "tripping"
 
 
+def test_a_forged_frame_does_not_put_the_next_genuine_trip_on_the_slow_path():
+    """A forger's frame (the stream's next frame, its MAC wrong) is refused and its
+    security event steps the auth machine; the loop re-arms after it. The genuine signed
+    trip that comes next, before any genuine repeat, fires the reflex and the engine,
+    whose gate journals it as the first verified frame after the refusal, trips alike.
+    Before, the armed match wanted the policy's key id, which the refusal event clears,
+    so one forgery a second kept every signed trip on the engine's path."""
+    for key_id in (HMAC, GMAC):
+        bench = fresh(key_id)
+        bay, now = bench.bay, bench.wire.now_ns
+        later = now + 3 * MS
+        buf = ied_frame(bench, True, Quality(), later)  # the IED's trip, held back
+        forged = bytearray(buf)
+        forged[-1] ^= 0x01
+        bay.frame(bytes(forged), "A", now + MS)
+        gate = bay.hub.bank.auth
+        assert gate.last is not None and gate.last.reason == "bad_mac"
+        assert bay.bay.state != "tripping"
+        arming = arm(bay, trip_rules(bay)[0])
+        assert arming is not None and arming.signed is not None
+        assert _judge(bench, arming, buf, "A", later), key_id
+        (pol,) = gate.by_key.values()
+        assert pol.key_id == key_id and pol.machine is not None
+        assert pol.machine.state == "verified"
+
+
 def test_a_reloaded_key_file_or_a_key_past_its_window_disarms_the_signed_match():
     """The key file replaced (a reload), or the frame after the key's not_after and grace:
     the signed trip no longer matches, the engine's path decides."""
