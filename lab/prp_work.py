@@ -15,9 +15,13 @@ Counts (`measure`): the calls are bracketed as `lab.trip_work` brackets them (li
 `qsort_r`, a bracketed no-op subtracted, PYTHONHASHSEED fixed). `lan_a`: LAN A's copy
 of a frame through `Lre.deliver` (a new SeqNr: the entry made, the trailer stripped);
 `lan_b`: LAN B's copy right after (dropped); `trip_plain`, `trip_prp`, `trip_lre_first`:
-the reflex's trip call (frame in -> TRIP bytes ready) of each kind.
+the reflex's trip call (frame in -> TRIP bytes ready) of each kind; `first_copy`: the
+LRE's read-only verdict the reflex asks on a trailed trip (`Lre.first_copy`, a frame
+whose SeqNr the table does not hold, the table at its steady state), the one lookup a
+reflex judging before the LRE cannot leave out (a copy the LRE drops must not fire):
+the floor of what PRP can add to the trip.
 
-`python -m goosectl.lab.prp_work` prints all five (valgrind must be installed).
+`python -m goosectl.lab.prp_work` prints all six (valgrind must be installed).
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ from goosectl.protocols.goose import Vlan
 from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
 
 #: what `measure` counts, each in a callgrind run of its own
-CASES = ("lan_a", "lan_b", "trip_plain", "trip_prp", "trip_lre_first")
+CASES = ("lan_a", "lan_b", "first_copy", "trip_plain", "trip_prp", "trip_lre_first")
 #: frames apart in the LRE cases: the table in its steady state (400 ms of 4 ms frames)
 FRAME_GAP_NS = 4_000_000
 
@@ -182,6 +186,26 @@ def _child_lre(case: str, calls: int, noop: bool) -> None:
         raise RuntimeError(f"LAN B's copies were not dropped: {lre.counts}")
 
 
+def _child_first_copy(calls: int, noop: bool) -> None:
+    """`calls` verdicts of `Lre.first_copy` on new LAN A copies, after 150 pairs through
+    the LRE (the table at its steady state, as `_child_lre` fills it)."""
+    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    warm = 150
+    a, b = lre_frames(warm + calls)
+    lre = Lre()
+    for i in range(warm):
+        now = (i + 1) * FRAME_GAP_NS
+        lre.deliver(a[i], "A", now)
+        lre.deliver(b[i], "B", now + 1000)
+        lre.age(now + 1000)
+    first = lre.first_copy
+    now = (warm + 1) * FRAME_GAP_NS
+    for frame in a[warm:]:
+        call((lambda: None) if noop else partial(first, frame, now))
+        if not first(frame, now):
+            raise RuntimeError("first_copy refused a new SeqNr's copy")
+
+
 def _child_trip(case: str, calls: int, noop: bool) -> None:
     call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
 
@@ -201,6 +225,8 @@ def child(case: str, calls: int, noop: bool) -> None:
     """The process valgrind runs for one case."""
     if case.startswith("trip"):
         _child_trip(case, calls, noop)
+    elif case == "first_copy":
+        _child_first_copy(calls, noop)
     else:
         _child_lre(case, calls, noop)
 
@@ -233,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         for case in [args.only] if args.only else CASES:
-            n = args.calls if case.startswith("lan") else 10
+            n = 10 if case.startswith("trip") else args.calls
             print(f"{case}: {measure(case, n):,} instructions per call ({n} calls)")
     except TripWorkError as exc:
         print(f"prp_work: {exc}", file=sys.stderr)
