@@ -36,6 +36,11 @@ log = logging.getLogger(__package__)
 #: fleet's rate, few enough that the acknowledgements (and the broker's redelivery after a
 #: crash) stay small
 BATCH_MESSAGES = 500
+#: how long a batch's SQLite write waits for another writer's lock before it is tried
+#: again (nothing acknowledged, nothing lost): the wait is inside SQLite, where neither
+#: SIGTERM's handler nor `stop` can end it, and the store's 30 s for readers would keep a
+#: stopping collector that long
+STORE_BUSY_S = 2.0
 
 
 class Collector:
@@ -50,7 +55,7 @@ class Collector:
         keepalive_s: int = 10,
     ) -> None:
         self.brokers: list[Broker] = [parse_broker(u) for u in brokers]
-        self.store = Store(db_url)
+        self.store = Store(db_url, busy_timeout_s=STORE_BUSY_S)
         self.client_id = client_id
         self.credentials = credentials
         self.ca_file = ca_file

@@ -100,7 +100,9 @@ class Gap:
 class Store:
     """The store on one connection (the collector's single writer thread, or a reader)."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, busy_timeout_s: float = 30.0) -> None:
+        """`busy_timeout_s`: how long a SQLite write waits for another writer's lock
+        before it fails (a reader's store makes its schema sure in a short write)."""
         self.url = url
         self.pg = url.startswith(("postgresql://", "postgres://"))
         if self.pg:
@@ -112,7 +114,7 @@ class Store:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             # one user at a time: the collector builds it on one thread and stores on another
             self.db = sqlite3.connect(
-                path, timeout=30, isolation_level=None, check_same_thread=False
+                path, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
             )
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
