@@ -45,7 +45,7 @@ from benchmarks.percentiles import (
 from benchmarks.test_goose_bench import HARD_LIMIT_US, RepeatRig, repeats
 from goosectl.controller.prp import Lre
 from goosectl.controller.prp.lre import Port
-from goosectl.lab.prp_work import CASES, KINDS, PrpTripBench, measure
+from goosectl.lab.prp_work import CASES, KINDS, PrpTripBench, calls_of, measure
 from goosectl.protocols.ethernet.vlan import strip_tag
 from goosectl.protocols.prp import LAN_A, LAN_B, add_rct
 from tests.support.peers import require_binary
@@ -230,10 +230,7 @@ def prp_counting() -> Iterator[dict[str, Future[int]]]:
     """The six counts, two callgrind runs at a time (a count does not depend on load)."""
     require_binary("valgrind", "valgrind")
     with ThreadPoolExecutor(max_workers=2) as pool:
-        yield {
-            case: pool.submit(measure, case, 10 if case.startswith("trip") else 100)
-            for case in CASES
-        }
+        yield {case: pool.submit(measure, case, calls_of(case)) for case in CASES}
 
 
 def test_lre_hot_path_instructions(benchmark, prp_counting):

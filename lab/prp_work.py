@@ -159,23 +159,38 @@ def lre_frames(n: int) -> tuple[list[bytes], list[bytes]]:
     return a, b
 
 
-def _child_lre(case: str, calls: int, noop: bool) -> None:
-    """`calls` frame pairs through one LRE after 150 unbracketed ones (the table filled to
-    its steady state), the loop's aging after each pair; one of the pair bracketed."""
-    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
-    warm = 150
-    a, b = lre_frames(warm + calls)
+#: frame pairs through the LRE before a count: the duplicate table at its steady state
+WARM_PAIRS = 150
+
+
+def _steady_lre(a: list[bytes], b: list[bytes]) -> Lre:
+    """An LRE after the first `WARM_PAIRS` of the pairs `a`, `b`, the loop's aging after
+    each pair."""
     lre = Lre()
-    deliver, age = lre.deliver, lre.age
-    for i in range(warm + calls):
+    for i in range(WARM_PAIRS):
         now = (i + 1) * FRAME_GAP_NS
-        bracket = i >= warm
+        lre.deliver(a[i], "A", now)
+        lre.deliver(b[i], "B", now + 1000)
+        lre.age(now + 1000)
+    return lre
+
+
+def _child_lre(case: str, calls: int, noop: bool) -> None:
+    """`calls` frame pairs through one LRE at its steady state (`_steady_lre`), the loop's
+    aging after each pair; one of the pair bracketed."""
+    call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
+    warm = WARM_PAIRS
+    a, b = lre_frames(warm + calls)
+    lre = _steady_lre(a, b)
+    deliver, age = lre.deliver, lre.age
+    for i in range(warm, warm + calls):
+        now = (i + 1) * FRAME_GAP_NS
         pair: tuple[tuple[bytes, Port, int, str], ...] = (
             (a[i], "A", now, "lan_a"),
             (b[i], "B", now + 1000, "lan_b"),
         )
         for frame, port, t, mine in pair:
-            if bracket and case == mine:
+            if case == mine:
                 call((lambda: None) if noop else partial(deliver, frame, port, t))
                 if noop:
                     deliver(frame, port, t)
@@ -187,20 +202,13 @@ def _child_lre(case: str, calls: int, noop: bool) -> None:
 
 
 def _child_first_copy(calls: int, noop: bool) -> None:
-    """`calls` verdicts of `Lre.first_copy` on new LAN A copies, after 150 pairs through
-    the LRE (the table at its steady state, as `_child_lre` fills it)."""
+    """`calls` verdicts of `Lre.first_copy` on new LAN A copies, the LRE at its steady
+    state (`_steady_lre`)."""
     call = bracketed(ctypes.CDLL(ctypes.util.find_library("c")))
-    warm = 150
-    a, b = lre_frames(warm + calls)
-    lre = Lre()
-    for i in range(warm):
-        now = (i + 1) * FRAME_GAP_NS
-        lre.deliver(a[i], "A", now)
-        lre.deliver(b[i], "B", now + 1000)
-        lre.age(now + 1000)
-    first = lre.first_copy
-    now = (warm + 1) * FRAME_GAP_NS
-    for frame in a[warm:]:
+    a, b = lre_frames(WARM_PAIRS + calls)
+    first = _steady_lre(a, b).first_copy
+    now = (WARM_PAIRS + 1) * FRAME_GAP_NS
+    for frame in a[WARM_PAIRS:]:
         call((lambda: None) if noop else partial(first, frame, now))
         if not first(frame, now):
             raise RuntimeError("first_copy refused a new SeqNr's copy")
@@ -236,6 +244,12 @@ def _collected(case: str, calls: int, noop: bool, python: str) -> int:
     return callgrind_count("goosectl.lab.prp_work", args, python)
 
 
+def calls_of(case: str, lre_calls: int = 100) -> int:
+    """Calls counted of `case`: 10 reflex trips (each a re-close and a trip of the
+    bench), `lre_calls` of the LRE's own calls."""
+    return 10 if case.startswith("trip") else lre_calls
+
+
 def measure(case: str, calls: int, python: str = sys.executable) -> int:
     """Instructions of one call of `case` (two callgrind runs: the calls, the no-op)."""
     if case not in CASES:
@@ -259,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     try:
         for case in [args.only] if args.only else CASES:
-            n = 10 if case.startswith("trip") else args.calls
+            n = calls_of(case, args.calls)
             print(f"{case}: {measure(case, n):,} instructions per call ({n} calls)")
     except TripWorkError as exc:
         print(f"prp_work: {exc}", file=sys.stderr)

@@ -278,8 +278,7 @@ class AuthGate:
                         pol.verified += 1
                         pol.signed = buf
                         if pol.key_id != ok.key_id:  # the first after a refusal event
-                            pol.key_id = ok.key_id
-                            self._feed(pol, "verified", now_ns, (ok.key_id, ok.algorithm))
+                            self._verified_anew(pol, ok, now_ns)
                         if ext_end == len(buf):
                             return head + buf[head_end:apdu_end]
                         return head + buf[head_end:apdu_end] + buf[ext_end:]  # padding
@@ -308,14 +307,20 @@ class AuthGate:
                 pol.signed = buf
                 self._remember(pol, buf, verdict)
             if pol.key_id != verdict.key_id:  # the first verified frame, or a new key id
-                pol.key_id = verdict.key_id
-                self._feed(pol, "verified", now_ns, (verdict.key_id, verdict.algorithm))
+                self._verified_anew(pol, verdict, now_ns)
             return out
         if status == "unsigned" and mode == "optional":
             pol.counts["unsigned_accepted"] += 1
             return buf
         self._refuse(pol, verdict, now_ns)
         return None
+
+    def _verified_anew(self, pol: Policy, verdict: Verdict, now_ns: int) -> None:
+        """A verified frame under a key id the policy does not hold (the first frame, a
+        rollover, the first after a refusal event): noted, and journaled through the
+        subscription's auth machine. Both paths of `check` call it, only on that change."""
+        pol.key_id = verdict.key_id
+        self._feed(pol, "verified", now_ns, (verdict.key_id, verdict.algorithm))
 
     def _refuse(self, pol: Policy, verdict: Verdict, now_ns: int) -> None:
         """Count a refusal under its reason; a security event at most once an interval."""

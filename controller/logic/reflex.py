@@ -523,7 +523,9 @@ class Arming:
             if buf[q : n - s.mac_len] != s.after_iv:
                 return False
         gate, kid = s.gate, s.policy.key_id
-        if gate.keys is not s.keys or gate.carried is not None or kid not in (s.key_id, None):
+        if gate.keys is not s.keys or gate.carried is not None:
+            return False
+        if kid is not None and kid != s.key_id:
             return False
         if not s.lo <= now_ns + gate.utc_offset_ns <= s.hi or not self.same():
             return False
