@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 
-from goosectl.controller.demo.scenario import PROT, S
+from goosectl.controller.demo.scenario import PROT
 from goosectl.controller.logic.core import BayController
 from goosectl.lab.latency import MS, TripBench
 from goosectl.lab.trip_work import SIGNED_KEY_ID, signed_keys
@@ -56,10 +56,7 @@ def test_a_captured_trip_replayed_to_a_restarted_controller_does_not_trip(monkey
     monkeypatch.setattr(BayController, "frame", until_replay)
     restarted = TripBench(keys=signed_keys(), key_id=SIGNED_KEY_ID)
     try:
-        restarted._run_until(restarted.wire.now_ns + 6 * S)  # spring charged
-        restarted.bay.close_request(restarted.wire.now_ns)
-        restarted._run_until(restarted.wire.now_ns + 500 * MS)
-        assert restarted.bay.bay.state == "closed"
+        restarted._reclose()  # closed (raises otherwise); its trip-stream frame unheard
         hearing["prot"] = True
         now = restarted.wire.now_ns
         restarted.bay.frame(captured, "A", now)  # the replay, before the publisher's next
