@@ -15,8 +15,11 @@ What a frame says about itself is not trusted further than this (without IEC 623
 attacker on the LAN can write any field):
 
 - `t`: a new state or restart whose `t` is older than the stream's last by more than the
-  configured skew, or a restart that repeats a state already seen, is `stale`: counted,
-  never delivered, never remembered. Equal `t` is normal (coarse IED clocks).
+  configured skew, or a restart that repeats a state already seen or carries an earlier
+  one, is `stale`: counted, never delivered, never remembered. Equal `t` is normal (coarse
+  IED clocks). A restarted controller judges a stream's first frame the same way against
+  the last state its journal recalls (`ref_*`): a frame recorded before the restart and
+  sent again is `stale` too (flag `stale_recalled`).
 - Two sequences: after stNum jumped, a frame that continues the sequence before the jump
   (its stNum or sqNum forward of the pre-jump state) proves two publishers of one stream.
   From that frame on the stream is in `conflict`: each frame is judged against the
@@ -67,6 +70,9 @@ CONTINUES = frozenset({"new_state", "missed_states", "retransmission", "duplicat
 #: a frame of the pre-jump sequence arriving this soon after the jump may be one sent before
 #: it and delayed (the other network of an A/B pair): not yet proof of a second publisher
 REORDER_NS = 2_000_000
+
+#: classes whose frame carries a state the stream did not have: each is checked for being old
+STATE_CHANGES = frozenset({"first", "new_state", "missed_states", "restart"})
 
 _BY_SQ_ORDER = {1: "retransmission", 0: "duplicate", -1: "out_of_order"}
 
@@ -162,17 +168,51 @@ UNTRUSTED_CLOCK = 0x40 | 0x20
 
 
 def _stale(ctx, hdr, cls: str, alt: bool) -> bool:
-    """A new state or restart that is old: its `t` older than its sequence's last `t` by more
-    than the skew, or (a restart) a copy of the last state the stream had: the same stNum
-    and data, an sqNum not after the last, and a `t` not newer."""
+    """A state change that is old. A new state: its `t` older than its sequence's last `t`
+    by more than the skew. A restart (the stream's TAL ran out): older than the state the
+    stream last had (`_old`). The first frame of a stream the controller knew before it
+    restarted: older than what its journal recalled of that stream (`ref_*`,
+    `SubscriberBank.recall`), so an authentic frame recorded before the restart and sent
+    again now is not taken for the stream's current state."""
+    if cls == "first":  # (a second source's first frame is judged as its own sequence)
+        ref_st = ctx["ref_st"]
+        return (
+            ref_st is not None
+            and ctx["st"] is None
+            and _old(ref_st, ctx["ref_sq"], ctx["ref_t_ns"], ctx["ref_data"], hdr, ctx["skew_ns"])
+        )
+    if cls == "restart":
+        return _old(ctx["st"], ctx["sq"], ctx["t_ns"], ctx["data"], hdr, ctx["skew_ns"])
     ref = ctx["alt_t_ns" if alt else "t_ns"]
+    return bool(ref) and hdr.t.to_ns() < ref - ctx["skew_ns"] and _trusted(hdr)
+
+
+def _trusted(hdr) -> bool:
+    return not hdr.t.quality & UNTRUSTED_CLOCK
+
+
+def _old(ref_st: int, ref_sq: int, ref_t: int, ref_data, hdr, skew: int) -> bool:
+    """A frame judged against a state the stream had (stNum, sqNum, `t`, data), when
+    nothing of the sequence in between is known (after TAL expiry, after a restart):
+
+    - its `t` older than the state's by more than the skew (a trustworthy clock);
+    - a copy of that state (the same stNum and data) whose sqNum is not after the state's
+      and whose `t` is not newer: the state itself, sent again;
+    - a stNum before the state's (or the same stNum with other data) whose `t` is not
+      after the state's (a trustworthy clock): an earlier state. A publisher that restarted
+      begins again at a low stNum, and with a `t` after its last state, since its restart
+      took time: the skew that coarse clocks need between two states sent a few ms apart
+      is not needed here, and granting it would let a state of the last skew's width
+      through (a trip that lasted less than it, replayed after its clearing). A publisher
+      that sends no `t` at all (0) is not judged by it."""
     t = hdr.t.to_ns()
-    skew = ctx["skew_ns"]
-    if ref and t < ref - skew and not hdr.t.quality & UNTRUSTED_CLOCK:
+    trusted = _trusted(hdr)
+    if ref_t and t < ref_t - skew and trusted:
         return True
-    if cls != "restart" or hdr.st_num != ctx["st"] or hdr.all_data != ctx["data"]:
-        return False
-    return sq_order(ctx["sq"], hdr.sq_num)[0] <= 0 and t <= ref + skew
+    d = st_delta(ref_st, hdr.st_num)[0]
+    if d == 0 and hdr.all_data == ref_data:
+        return sq_order(ref_sq, hdr.sq_num)[0] <= 0 and t <= ref_t + skew
+    return d <= 0 and trusted and bool(ref_t) and t <= ref_t
 
 
 def is_jump(cls: str, hdr, ctx) -> bool:
@@ -268,9 +308,9 @@ def judge(ctx, hdr, now_ns: int, values_of, foreign: bool = False) -> tuple[Verd
         flags.append("tal_bounded")
     # opening a conflict, the frame's reference `t` is the state's before the jump (alt's)
     opening = "two_sequences" in flags
-    if cls in ("new_state", "missed_states", "restart") and _stale(ctx, hdr, cls, alt or opening):
+    if cls in STATE_CHANGES and _stale(ctx, hdr, cls, alt or opening):
+        flags.append("stale_recalled" if cls == "first" else "stale_time")
         cls = "stale"
-        flags.append("stale_time")
     deliver, _ = CLASSES[cls]
     values = shape = None
     if deliver:

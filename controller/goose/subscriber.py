@@ -207,6 +207,27 @@ class SubscriberBank:
         #: count uneventful repeats without a dispatch (`repeat`); off, every frame is
         #: judged by its stream machine: the reference the fast path is tested against
         self.fast_path = True
+        #: stream machine id -> the `ref_*` context its machine starts with (`recall`)
+        self.recalled: dict[str, dict[str, Any]] = {}
+
+    def recall(self) -> int:
+        """A restarted controller: each subscription's stream (and its simulated stream)
+        judges its first frame against the last state the scheduler's journal recalls of
+        it, its stream machine's last checkpoint. Without this the first frame of every
+        stream is accepted, so an authentic frame recorded before the restart (a trip),
+        sent again before its publisher's next frame, would act (classify.py, `_old`).
+        Called by the live shell before the first frame; returns how many streams had a
+        state to recall (none without a journal, or on a new one)."""
+        journal = self.scheduler.journal
+        if journal is None:
+            return 0
+        for sub in self.subs.values():
+            sid = stream_id(sub.label, sub.appid, sub.dst)
+            for mid in (sid, sim_id(sid)):
+                refs = _recalled(journal.checkpoint(mid), self.tables["stream"].name)
+                if refs is not None:
+                    self.recalled[mid] = refs
+        return len(self.recalled)
 
     def merge_sides(self, on: bool = True) -> None:
         """Frames arrive on two networks (`listen --iface-b`, `run` with interface B): every
@@ -494,7 +515,7 @@ class SubscriberBank:
         if sub is None and len(self.streams) >= self.max_streams:
             self._evict_idlest()
         label = sub.label if sub is not None else hdr.gocb_ref
-        sid = f"{label}@{hdr.appid:04x}/{format_mac(hdr.dst)}"
+        sid = stream_id(label, hdr.appid, hdr.dst)
         stream = Stream(sid, label, hdr.gocb_ref, hdr.appid, sub)
         if stream.ab is None and self.default_ab is not None:
             stream.ab = self.default_ab
@@ -515,6 +536,7 @@ class SubscriberBank:
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
+            ctx.update(self.recalled.get(sid, ()))
         stream.machine = self.tables["stream"].new(sid, **ctx)
         self.scheduler.start(stream.machine, now_ns)
         if stream.ab is not None:
@@ -568,7 +590,7 @@ class SubscriberBank:
         It expects the subscription's confRev (configured, else the real stream's first
         seen) and shape; its source is learned on its own (a test set has its own MAC)."""
         real = self.scheduler.machines[parent.id].ctx
-        sid = parent.id.replace("@", "~sim@", 1)
+        sid = sim_id(parent.id)
         sim = Stream(sid, parent.label, parent.gocb_ref, parent.appid, parent.sub, parent)
         rev = real["expect_conf_rev"] if real["expect_conf_rev"] is not None else real["conf_rev"]
         m = self.tables["stream"].new(
@@ -580,6 +602,7 @@ class SubscriberBank:
             expect_shape=real["expect_shape"],
             tal_limit_ns=real["tal_limit_ns"],
             skew_ns=real["skew_ns"],
+            **self.recalled.get(sid, {}),
         )
         sim.tal_limit_ns = parent.tal_limit_ns
         sim.machine = m
@@ -801,10 +824,42 @@ def _remember(stream: Stream, pair: tuple[int, int, bool], side: str) -> None:
         recent.popitem(last=False)
 
 
+def stream_id(label: str, appid: int, dst: bytes) -> str:
+    """A stream machine's id: the same for a subscription in every run of a controller,
+    so its journal's checkpoint is found again (`SubscriberBank.recall`)."""
+    return f"{label}@{appid:04x}/{format_mac(dst)}"
+
+
+def sim_id(stream: str) -> str:
+    """The id of the machine of a stream's simulated frames."""
+    return stream.replace("@", "~sim@", 1)
+
+
+#: what a stream machine's checkpoint says of the stream's last state: (context key of a
+#: machine that had a frame, of one that had none yet and still held what was recalled)
+RECALLED = (("st", "ref_st"), ("sq", "ref_sq"), ("t_ns", "ref_t_ns"), ("data", "ref_data"))
+
+
+def _recalled(cp: dict[str, Any] | None, table: str) -> dict[str, Any] | None:
+    """The `ref_*` context of a stream machine from its checkpoint: its last accepted
+    state, or (a run that heard no frame of it) what that run had recalled. None when the
+    checkpoint has no state, or is of another table (a journal of other software)."""
+    if cp is None or cp["snapshot"].get("table") != table:
+        return None
+    ctx = cp["snapshot"].get("context", {})
+    heard = ctx.get("st") is not None
+    refs = {ref: ctx.get(key if heard else ref) for key, ref in RECALLED}
+    if not all(isinstance(refs[k], int) for k in ("ref_st", "ref_sq", "ref_t_ns")):
+        return None
+    data = refs["ref_data"]
+    refs["ref_data"] = bytes.fromhex(data) if isinstance(data, str) else None
+    return refs
+
+
 def _never_received(sub: SubscriptionCfg) -> LgosView:
     """The LGOS view of a configured subscription no frame has opened yet."""
     return LgosView(
-        f"{sub.label}@{sub.appid:04x}/{format_mac(sub.dst)}",
+        stream_id(sub.label, sub.appid, sub.dst),
         sub.label,
         sub.gocb_ref,
         sub.appid,

@@ -185,6 +185,7 @@ def _assemble(
     journals = _journals(o, journal_path, stack)
     now = time.monotonic_ns()
     bay = BayController(cfg, now, journals.bay, keys)
+    bay.hub.bank.recall()  # a stream's first frame judged against what the journal knew
     control.log = ControlLog(journals.bay, now, quiet_s=cfg.control.alarm_quiet_s)
     if o.mode:
         bay.set_mode(o.mode, now, "command line")

@@ -31,6 +31,7 @@ def frame(
     s_bit: bool | None = None,
     members: int = 1,
     tal: int = 1000,
+    t_s: int | None = None,
 ) -> bytes:
     s_bit = simulation if s_bit is None else s_bit
     return encode_frame(
@@ -39,7 +40,7 @@ def frame(
             dat_set="IED1LD0/LLN0$ds",
             all_data=tuple(Boolean(value) for _ in range(members)),
             time_allowed_to_live=tal,
-            t=UtcTime(1_750_000_000 + st, 0, 0x0A),
+            t=UtcTime(1_750_000_000 + st if t_s is None else t_s, 0, 0x0A),
             st_num=st,
             sq_num=sq,
             simulation=simulation,
@@ -207,7 +208,9 @@ def test_tal_expiry_makes_the_subscription_invalid_until_the_stream_restarts():
     f(frame(1, 0, tal=100))
     f.advance(101)
     assert (f.lgos.st, f.lgos.err) == (False, "lost")
-    assert delivered(f(frame(1, 0, True, tal=100), gap_ms=500)) == [(1, True)]
+    # the publisher restarted: stNum 1 again, a `t` after its last state's
+    restarted = frame(1, 0, True, tal=100, t_s=1_750_000_100)
+    assert delivered(f(restarted, gap_ms=500)) == [(1, True)]
     assert f.lgos.st
 
 

@@ -97,8 +97,10 @@ def raw_frame(
     s_bit: bool | None = None,
     nds_com: bool = False,
     gocb: str = GOCB,
+    quality: int = 0x0A,
 ) -> bytes:
-    """A hand-made frame, for sequences a well-behaved publisher never sends."""
+    """A hand-made frame, for sequences a well-behaved publisher never sends (`quality`:
+    of `t`, a synchronised clock unless told)."""
     s_bit = simulation if s_bit is None else s_bit
     tpl = FrameTemplate(
         GooseFrame(
@@ -113,4 +115,4 @@ def raw_frame(
             reserved1=0x8000 if s_bit else 0,
         )
     )
-    return tpl.build(st, sq, tal, UtcTime(t_s, 0, 0x0A), tpl.encode_values(bools(*values)))
+    return tpl.build(st, sq, tal, UtcTime(t_s, 0, quality), tpl.encode_values(bools(*values)))

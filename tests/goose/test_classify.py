@@ -86,8 +86,9 @@ def test_tal_expiry_then_restart_is_accepted():
     assert states(out) == [("-", "valid")]
     out = hub.advance(100 * MS)
     assert states(out) == [("-", "lost")]
-    # a restarted publisher starts again at stNum 1: accepted, not a replay
-    out = hub.frame(raw_frame(1, 0, tal=100), "A", 250 * MS)
+    # a restarted publisher starts again at stNum 1, with a `t` after its last state's:
+    # accepted, not a replay
+    out = hub.frame(raw_frame(1, 0, tal=100, t_s=1_750_000_060), "A", 250 * MS)
     assert classes(out) == [("restart", ("tal_late",))]
     assert states(out) == [("-", "valid")]
 

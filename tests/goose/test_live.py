@@ -80,6 +80,7 @@ p.new_state(); send(value=True)   # new_state (11, 0)
 send(14, 0, True)       # missed_states
 send(12, 0, False)      # the sequence before the jump goes on, new data: a conflict
 time.sleep(1.2)         # the behaviour under test: TAL 800 ms expires in real time, lost
+p.new_state()           # (a fresh `t`: a restarted publisher's first state is after its last)
 send(4294967295, 0)     # a restarted publisher: restart, accepted whatever its stNum
 p.new_state(); send(value=True)   # stNum wraps to 1: new_state + wrap
 p.close()

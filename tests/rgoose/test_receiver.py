@@ -102,9 +102,10 @@ def test_an_spdu_number_that_does_not_advance_is_a_replay(tmp_path) -> None:
     assert _run(hub, rx, trip, 30 * MS) == []
     assert _run(hub, rx, _spdu(3, 8, values=(True, True)), 40 * MS) == []
     assert rx.counters()["spdu_replay"] == 2
-    # a restarted publisher (SPDU number from 0) after the TAL ran out is accepted
+    # a restarted publisher (SPDU number from 0, stNum 1, its first state stamped after its
+    # last) after the TAL ran out is accepted
     late = 40 * MS + 2001 * MS
-    assert _run(hub, rx, _spdu(1, 0), late)[0][1] is True
+    assert _run(hub, rx, _spdu(1, 0, t_s=1_750_000_100), late)[0][1] is True
 
 
 def test_a_forger_cannot_push_the_spdu_number_ahead(tmp_path) -> None:
