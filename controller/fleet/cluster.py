@@ -20,6 +20,8 @@ from pathlib import Path
 
 import paho.mqtt.client as paho
 
+from goosectl.controller.fleet.mqtt import stop_loop
+
 
 def nats_server() -> Path | None:
     beside = Path(sys.executable).with_name("nats-server")
@@ -77,7 +79,7 @@ def mqtt_roundtrip(
         except Exception as exc:
             last = exc
         finally:
-            c.loop_stop()
+            stop_loop(c)
             with contextlib.suppress(Exception):
                 c.disconnect()
         time.sleep(0.5)

@@ -27,7 +27,13 @@ from typing import Any
 import paho.mqtt.client as paho
 
 from goosectl.controller.fleet import topics
-from goosectl.controller.fleet.mqtt import Broker, connect_error, make_client, parse_broker
+from goosectl.controller.fleet.mqtt import (
+    Broker,
+    connect_error,
+    make_client,
+    parse_broker,
+    stop_loop,
+)
 from goosectl.controller.fleet.store import Store
 
 log = logging.getLogger(__package__)
@@ -166,7 +172,7 @@ class Collector:
                 self._down.wait(0.2)
             if self.stop.is_set():
                 client.disconnect()
-            client.loop_stop()
+            stop_loop(client)
             if not self.stop.is_set():
                 log.warning("collector: lost %s; next broker", broker)
                 self.stop.wait(0.2)

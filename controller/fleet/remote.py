@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.mqtt import stop_loop
 from goosectl.controller.shell.control import ControlUnavailable, request
 
 ROLES = {"VIEWER": {"status"}, "OPERATOR": {"status", "run", "confirm", "abort"}}
@@ -246,5 +247,5 @@ def call(
             raise TimeoutError(f"no answer from {site}/{bay} in {timeout_s:g} s (corr {corr})")
         return got[0]
     finally:
-        client.loop_stop()
+        stop_loop(client)
         client.disconnect()

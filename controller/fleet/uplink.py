@@ -40,7 +40,13 @@ import paho.mqtt.client as paho
 from goosectl.controller import __version__
 from goosectl.controller.config.uplink import UplinkCfg
 from goosectl.controller.fleet import topics
-from goosectl.controller.fleet.mqtt import Broker, connect_error, make_client, parse_broker
+from goosectl.controller.fleet.mqtt import (
+    Broker,
+    connect_error,
+    make_client,
+    parse_broker,
+    stop_loop,
+)
 from goosectl.controller.fleet.remote import RemoteCommands
 from goosectl.controller.fleet.source import (
     CHECKPOINT,
@@ -232,7 +238,7 @@ class Uplink:
             why = self._refusal or "no CONNACK"
             self.counters.refuse(f"connect refused: {why}")
             log.warning("uplink: %s refused the connection: %s", broker, why)
-            client.loop_stop()
+            stop_loop(client)
             client.disconnect()
             return False
         return True
@@ -254,7 +260,7 @@ class Uplink:
         else:
             self.counters.lost_links += 1
             log.warning("uplink: lost the link to %s; next broker", broker)
-        client.loop_stop()
+        stop_loop(client)
 
     def _session(self, client: paho.Client) -> bool:
         """One connection: birth, state, then the journal. True on a clean stop."""

@@ -14,6 +14,7 @@ import jsonschema
 import paho.mqtt.client as paho
 
 from goosectl.controller.fleet import topics
+from goosectl.controller.fleet.mqtt import stop_loop
 from goosectl.controller.fleet.remote import call
 from goosectl.controller.shell.control import request
 from tests.fleet.bays import Bay, wait_until
@@ -180,7 +181,7 @@ def test_bad_requests_are_refused_with_a_reason_and_the_uplink_keeps_running(
         assert any("nope" in e for e in errors)  # the controller's own refusal
         assert _try(url)  # still serving
     finally:
-        c.loop_stop()
+        stop_loop(c)
         err = bay.stop()
         mosq.stop()
     _, executed = sim_counts(err)

@@ -18,7 +18,7 @@ import pytest
 from goosectl.controller.config.uplink import UplinkCfg
 from goosectl.controller.fleet import topics
 from goosectl.controller.fleet.collector import Collector
-from goosectl.controller.fleet.mqtt import make_client, parse_broker
+from goosectl.controller.fleet.mqtt import make_client, parse_broker, stop_loop
 from goosectl.controller.fleet.store import Store
 from goosectl.controller.fleet.uplink import Uplink
 from tests.fleet.bays import wait_until
@@ -101,9 +101,9 @@ def test_mqtts_with_the_ca_and_per_bay_acls_on_mosquitto() -> None:
         central.publish("goosectl/v1/s1/bay1/cmd/req", b"{}", qos=1).wait_for_publish(10)
         wait_until(lambda: got, 20, "bay 1's own request delivered")
         time.sleep(0.5)
-        central.loop_stop()
+        stop_loop(central)
         central.disconnect()
-        c.loop_stop()
+        stop_loop(c)
         c.disconnect()
         assert got == ["goosectl/v1/s1/bay1/cmd/req"], got
 
@@ -236,9 +236,9 @@ def test_bay1_publishing_as_bay2_on_nats_reaches_nobody_and_is_logged(tmp_path: 
             central.publish(topics.topic("s1", bay, "cmd/req"), b"{}", qos=1).wait_for_publish(10)
         wait_until(lambda: got, 20, "bay 1's own request delivered")
         time.sleep(1)
-        central.loop_stop()
+        stop_loop(central)
         central.disconnect()
-        c.loop_stop()
+        stop_loop(c)
         c.disconnect()
         col.stop.set()
         th.join(10)
