@@ -51,12 +51,13 @@ def read_credentials(path: Path) -> tuple[str, str]:
 
 
 def stop_loop(client: paho.Client) -> None:
-    """`client.loop_stop()`, without paho's race (eclipse-paho/paho.mqtt.python issue 872):
-    `loop_stop` sets the stop flag, then reads the network thread again to join it, and
-    the thread clears that attribute as it ends. A thread that sees the flag at once and
-    ends between the two reads made `loop_stop` raise AttributeError on None (seen as a
-    failed probe of a NATS node; the uplink and the collector stop their loops the same
-    way). Such a thread has ended: there is nothing left to stop or join."""
+    """`client.loop_stop()`, without a race paho-mqtt 2.x has (known upstream, not yet
+    fixed there; docs/fleet.md): `loop_stop` sets the stop flag, then reads the network
+    thread again to join it, and the thread clears that attribute as it ends. A thread
+    that sees the flag at once and ends between the two reads made `loop_stop` raise
+    AttributeError on None (seen as a failed probe of a NATS node; the uplink and the
+    collector stop their loops the same way). Such a thread has ended: there is nothing
+    left to stop or join."""
     try:
         client.loop_stop()
     except AttributeError:

@@ -1,7 +1,7 @@
 """Stopping a paho client's network thread (`stop_loop`): paho 2.x's `loop_stop` sets the
 stop flag, then reads the thread again to join it, while the thread clears that attribute
-as it ends (eclipse-paho/paho.mqtt.python issue 872). A NATS node's probe failed on it in
-a test run. Here the network thread is made to end exactly between those reads (it is
+as it ends (known upstream; docs/fleet.md). A NATS node's probe failed on it in a test
+run. Here the network thread is made to end exactly between those reads (it is
 joined from inside `loop_stop`'s own `threading.current_thread()` call), so the race is
 not left to chance. The client retries a closed port on loopback: no broker is needed."""
 

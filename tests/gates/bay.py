@@ -44,6 +44,19 @@ def _packaged() -> dict[str, Any]:
     return yaml.safe_load(DEFAULT_CONFIG.read_text())
 
 
+def trip_signed(keys: Any, **prot: Any) -> dict[str, Any]:
+    """The packaged bay config as YAML data with the protection trip subscribed
+    `auth: required` (and `prot`'s changes to that subscription) and the key file
+    `keys` named: the controller of the live IEC 62351-6 tests."""
+    data = copy.deepcopy(_packaged())
+    for sub in data["goose"]["subscriptions"]:
+        if sub["name"] == "prot":
+            sub["auth"] = "required"
+            sub.update(prot)
+    data["goose"]["keys"] = str(keys)
+    return data
+
+
 def ready_for_scada(bay) -> bool:
     """The bay knows its breaker is open and holds a valid value of SCADA's stream: a
     close request from SCADA now is one the logic acts on."""

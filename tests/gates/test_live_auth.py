@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from goosectl.lab.netns import netlab
-from tests.gates.bay import ready_for_scada, sayer, wait_until
+from tests.gates.bay import ready_for_scada, sayer, trip_signed, wait_until
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -27,7 +26,8 @@ pytestmark = pytest.mark.root
 SECRET = bytes(range(1, 33))
 
 PEER = """
-import select, sys, time
+import sys, time
+from tests.gates.peer import serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
@@ -80,37 +80,16 @@ def forged(kind):
         return genuine[:-5]
     raise ValueError(kind)
 
-send(hub.start(time.monotonic_ns(), time.time_ns()))
-print("ready", flush=True)
-while True:
-    d = hub.next_deadline()
-    if d is not None and d <= time.monotonic_ns():
-        send(hub.advance(time.monotonic_ns()))
-    if select.select([sys.stdin], [], [], 0.001)[0]:
-        line = sys.stdin.readline()
-        if not line:
-            break
-        words = line.split()
-        now, utc = time.monotonic_ns(), time.time_ns()
-        if words[0] == "scada":
-            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
-        elif words[0] == "trip":
-            send(hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc))
-        elif words[0] == "forge":
-            sock.send(forged(words[1]))
-        print("ok", flush=True)
+on = substation(hub, send)
+on["forge"] = lambda a, now, utc: sock.send(forged(a[0]))
+serve(hub, send, on)
 """
 
 
 def _config(keys: Path) -> object:
-    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+    from goosectl.controller.config.bay import ControllerConfig
 
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    for sub in data["goose"]["subscriptions"]:
-        if sub["name"] == "prot":
-            sub["auth"] = "required"
-    data["goose"]["keys"] = str(keys)
-    return ControllerConfig.model_validate(data)
+    return ControllerConfig.model_validate(trip_signed(keys))
 
 
 @pytest.mark.parametrize("reflex", [True, False], ids=["as-shipped", "no-reflex"])

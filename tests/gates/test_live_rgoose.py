@@ -15,10 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
-import yaml
 
 from goosectl.lab.netns import netlab
-from tests.gates.bay import ready_for_scada, sayer, wait_until
+from tests.gates.bay import ready_for_scada, sayer, trip_signed, wait_until
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 
@@ -28,7 +27,8 @@ SECRET = bytes(range(1, 33))
 GROUP, PORT = "239.192.0.7", 102
 
 PEER = """
-import select, socket, sys, time
+import socket, sys, time
+from tests.gates.peer import serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
@@ -72,41 +72,22 @@ def forged(kind):
         return encode([apdu], number, key=MacKey(7, ALGORITHMS["hmac-sha256-128"], bytes(32)))
     raise ValueError(kind)
 
-send(hub.start(time.monotonic_ns(), time.time_ns()))
-print("ready", flush=True)
-while True:
-    d = hub.next_deadline()
-    if d is not None and d <= time.monotonic_ns():
-        send(hub.advance(time.monotonic_ns()))
-    if select.select([sys.stdin], [], [], 0.001)[0]:
-        line = sys.stdin.readline()
-        if not line:
-            break
-        words = line.split()
-        now, utc = time.monotonic_ns(), time.time_ns()
-        if words[0] == "scada":
-            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
-        elif words[0] == "trip":
-            send(hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc))
-            last["trip_spdu"] = rgoose.last
-        elif words[0] == "forge":
-            udp.sendto(forged(words[1]), (group, int(port)))
-        elif words[0] == "replay":
-            udp.sendto(last["trip_spdu"], (group, int(port)))
-        print("ok", flush=True)
+on = substation(hub, send)
+def trip(a, now, utc):
+    on_trip(a, now, utc)
+    last["trip_spdu"] = rgoose.last
+on_trip, on["trip"] = on["trip"], trip
+on["forge"] = lambda a, now, utc: udp.sendto(forged(a[0]), (group, int(port)))
+on["replay"] = lambda a, now, utc: udp.sendto(last["trip_spdu"], (group, int(port)))
+serve(hub, send, on)
 """
 
 
 def _config(keys: Path, iface_addr: str) -> object:
-    from goosectl.controller.config.bay import DEFAULT_CONFIG, ControllerConfig
+    from goosectl.controller.config.bay import ControllerConfig
 
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    for sub in data["goose"]["subscriptions"]:
-        if sub["name"] == "prot":
-            sub["auth"] = "required"
-            sub["rgoose"] = {"address": GROUP, "port": PORT, "iface": iface_addr}
-            sub.pop("ab", None)  # one transport, one side
-    data["goose"]["keys"] = str(keys)
+    rgoose = {"address": GROUP, "port": PORT, "iface": iface_addr}
+    data = trip_signed(keys, rgoose=rgoose, ab=None)  # one transport, one side
     return ControllerConfig.model_validate(data)
 
 

@@ -25,9 +25,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from goosectl.controller.config.bay import DEFAULT_CONFIG
 from goosectl.lab.netns import netlab
-from tests.gates.bay import sayer, wait_until
+from tests.gates.bay import sayer, trip_signed, wait_until
 from tests.goose.keyfiles import S, write_keys
 from tests.support.peers import require_root
 from tests.support.procs import Sim, goosectl, sim_counts
@@ -39,7 +38,7 @@ SECRET = bytes(range(1, 33))
 #: The protection IED (signed, key 7), bay 2's interlock and SCADA, goosectl's own
 #: publishers; and the attacker, who keeps the first frame of the trip and sends it again.
 PEER = """
-import select, sys, time
+import sys, time
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
@@ -47,6 +46,7 @@ from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.ethernet.rawsock import RawSocket
 from goosectl.protocols.goose import BitString, Boolean
 from goosectl.protocols.goose.utctime import time_quality
+from tests.gates.peer import serve, substation
 
 iface, keyfile = sys.argv[1], sys.argv[2]
 pubs = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
@@ -68,39 +68,24 @@ def send(effects):
             continue  # the trip stream's path is cut: its publisher goes on, unheard
         sock.send(e.data)
 
-send(hub.start(time.monotonic_ns(), time.time_ns()))
-print("ready", flush=True)
-while True:
-    d = hub.next_deadline()
-    if d is not None and d <= time.monotonic_ns():
-        send(hub.advance(time.monotonic_ns()))
-    if select.select([sys.stdin], [], [], 0.001)[0]:
-        line = sys.stdin.readline()
-        if not line:
-            break
-        words = line.split()
-        now, utc = time.monotonic_ns(), time.time_ns()
-        if words[0] == "scada":
-            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
-        elif words[0] == "trip":
-            out = hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc)
-            if words[1] == "1":  # the attacker records the trip's first frame
-                captured.append(next(e.data for e in out if hasattr(e, "data")))
-            send(out)
-        elif words[0] == "hold":
-            held["prot"] = words[1] == "1"
-        elif words[0] == "replay":
-            sock.send(captured[0])
-        print("ok", flush=True)
+def trip(a, now, utc):
+    out = hub.publish(PROT, (Boolean(a[0] == "1"), GOOD), now, utc)
+    if a[0] == "1":  # the attacker records the trip's first frame
+        captured.append(next(e.data for e in out if hasattr(e, "data")))
+    send(out)
+
+def hold(a, now, utc):
+    held["prot"] = a[0] == "1"
+
+on = substation(hub, send)
+on.update(trip=trip, hold=hold, replay=lambda a, now, utc: sock.send(captured[0]))
+serve(hub, send, on)
 """
 
 
 def _config(tmp_path: Path, keys: Path) -> Path:
-    data = yaml.safe_load(DEFAULT_CONFIG.read_text())
-    for sub in data["goose"]["subscriptions"]:
-        if sub["name"] == "prot":
-            sub["auth"] = "required"
-    data["goose"].update(keys=str(keys), interface_a="net0")
+    data = trip_signed(keys)
+    data["goose"]["interface_a"] = "net0"
     data["goose"].pop("interface_b", None)
     path = tmp_path / "bay.yaml"
     path.write_text(yaml.safe_dump(data))

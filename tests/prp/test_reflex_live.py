@@ -21,7 +21,8 @@ from tests.support.peers import require_root
 pytestmark = pytest.mark.root
 
 PEER = """
-import select, sys, time
+import sys, time
+from tests.gates.peer import serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
@@ -46,23 +47,11 @@ def send(effects, gap_s=0.0):
             socks["B"].send(trailer(e.data, seq, LAN_ID["B"]))
             seq = (seq + 1) & 0xFFFF
 
-send(hub.start(time.monotonic_ns(), time.time_ns()))
-print("ready", flush=True)
-while True:
-    d = hub.next_deadline()
-    if d is not None and d <= time.monotonic_ns():
-        send(hub.advance(time.monotonic_ns()))
-    if select.select([sys.stdin], [], [], 0.001)[0]:
-        line = sys.stdin.readline()
-        if not line:
-            break
-        words = line.split()
-        now, utc = time.monotonic_ns(), time.time_ns()
-        if words[0] == "scada":
-            send(hub.publish(SCADA, (Boolean(words[1] == "1"),), now, utc))
-        elif words[0] == "trip":  # LAN A's copy first, LAN B's 5 ms later
-            send(hub.publish(PROT, (Boolean(words[1] == "1"), GOOD), now, utc), 0.005)
-        print("ok", flush=True)
+on = substation(hub, send)
+# the trip: LAN A's copy first, LAN B's 5 ms later
+on["trip"] = lambda a, now, utc: send(
+    hub.publish(PROT, (Boolean(a[0] == "1"), GOOD), now, utc), 0.005)
+serve(hub, send, on)
 """
 
 
