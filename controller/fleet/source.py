@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from goosectl.controller.shell.journal_store import seq_bounds
+
 CHECKPOINT = "uplink.json"
 
 
@@ -93,7 +95,7 @@ class JournalReader:
         if db is None:
             return 0, 0
         try:
-            lo, hi = db.execute("SELECT MIN(seq), MAX(seq) FROM journal").fetchone()
+            lo, hi = seq_bounds(db)
         except sqlite3.Error:
             self.close()
             return 0, 0

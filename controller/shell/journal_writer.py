@@ -42,7 +42,7 @@ from goosectl.controller import logs
 from goosectl.controller.engine.journal import Batch, Journal, JournalIOError, JournalRefused
 from goosectl.controller.report.bay_report import percentiles
 from goosectl.controller.shell.journal_clock import anchor as anchor_clock
-from goosectl.controller.shell.journal_store import JournalStore, connect, open_journal
+from goosectl.controller.shell.journal_store import JournalStore, connect, open_journal, seq_bounds
 
 log = logging.getLogger(__package__)
 
@@ -343,8 +343,8 @@ class JournalWriter:
         if r.max_bytes is not None:
             used = _used_bytes(db)
             if used > r.max_bytes:
-                lo, hi = db.execute("SELECT MIN(seq), MAX(seq) FROM journal").fetchone()
-                if lo is not None:
+                lo, hi = seq_bounds(db)
+                if lo is not None and hi is not None:
                     share = 1.0 - r.low * r.max_bytes / used
                     self._delete_below(db, lo + max(1, int((hi - lo + 1) * share)), "size", utc)
         db.execute("PRAGMA incremental_vacuum")
