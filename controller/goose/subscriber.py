@@ -536,7 +536,7 @@ class SubscriberBank:
         if sub is not None:
             ctx["expect_conf_rev"] = sub.conf_rev
             ctx["expect_shape"] = sub.members
-            ctx.update(self.recalled.get(sid, ()))
+            ctx.update(self.recalled.get(sid, {}))
         stream.machine = self.tables["stream"].new(sid, **ctx)
         self.scheduler.start(stream.machine, now_ns)
         if stream.ab is not None:

@@ -11,6 +11,11 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from goosectl.controller.demo.scenario import PROT, SCADA
+from goosectl.protocols.goose import BitString, Boolean
+
+#: the quality of the protection trip's second member: good
+GOOD = BitString.from_bits("0000000000000")
 #: a command's handler: (its words after the first, monotonic ns, UTC ns)
 Command = Callable[[list[str], int, int], None]
 
@@ -37,15 +42,11 @@ def serve(hub: Any, send: Callable[[Iterable[Any]], None], on: dict[str, Command
 def substation(hub: Any, send: Callable[[Iterable[Any]], None]) -> dict[str, Command]:
     """The commands every such peer takes: `scada 0|1` (SCADA's close request) and
     `trip 0|1` (the protection IED's trip, its quality good), published on `hub`."""
-    from goosectl.controller.demo.scenario import PROT, SCADA
-    from goosectl.protocols.goose import BitString, Boolean
-
-    good = BitString.from_bits("0000000000000")
 
     def scada(args: list[str], now: int, utc: int) -> None:
         send(hub.publish(SCADA, (Boolean(args[0] == "1"),), now, utc))
 
     def trip(args: list[str], now: int, utc: int) -> None:
-        send(hub.publish(PROT, (Boolean(args[0] == "1"), good), now, utc))
+        send(hub.publish(PROT, (Boolean(args[0] == "1"), GOOD), now, utc))
 
     return {"scada": scada, "trip": trip}

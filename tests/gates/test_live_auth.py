@@ -27,13 +27,13 @@ SECRET = bytes(range(1, 33))
 
 PEER = """
 import sys, time
-from tests.gates.peer import serve, substation
+from tests.gates.peer import GOOD, serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.ethernet.rawsock import RawSocket
-from goosectl.protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from goosectl.protocols.goose import Boolean, decode_frame, encode_frame
 from goosectl.protocols.goose.security import ALGORITHMS, PROFILES, MacKey, parse, sign
 from tests.gates.bay import ready_for_scada, sayer, wait_until
 
@@ -46,7 +46,6 @@ hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
 hub.set_utc_offset(time.time_ns() - time.monotonic_ns())
 sock = RawSocket(iface, timestamps=False)
 last = {}
-GOOD = BitString.from_bits("0000000000000")
 PROFILE = PROFILES["length-crc"]
 
 def send(effects):

@@ -28,14 +28,14 @@ GROUP, PORT = "239.192.0.7", 102
 
 PEER = """
 import socket, sys, time
-from tests.gates.peer import serve, substation
+from tests.gates.peer import GOOD, serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.controller.shell.rgoose_live import RgoosePublisher, open_socket
 from goosectl.protocols.ethernet.rawsock import RawSocket
-from goosectl.protocols.goose import BitString, Boolean, decode_frame, encode_frame
+from goosectl.protocols.goose import Boolean, decode_frame, encode_frame
 from goosectl.protocols.goose.security import ALGORITHMS, MacKey
 from goosectl.protocols.rgoose import apdu_of_frame, encode
 
@@ -46,7 +46,6 @@ hub = GooseHub(GooseConfig(publishers=pubs), keys=keys)
 raw = RawSocket(iface, timestamps=False)
 udp = open_socket("0.0.0.0", 0, (), local)
 rgoose = RgoosePublisher(udp, (group, int(port)), keys.keys[7])
-GOOD = BitString.from_bits("0000000000000")
 last = {}
 
 def send(effects):

@@ -44,9 +44,9 @@ from goosectl.controller.config.keys import load_keys
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.ethernet.rawsock import RawSocket
-from goosectl.protocols.goose import BitString, Boolean
+from goosectl.protocols.goose import Boolean
 from goosectl.protocols.goose.utctime import time_quality
-from tests.gates.peer import serve, substation
+from tests.gates.peer import GOOD, serve, substation
 
 iface, keyfile = sys.argv[1], sys.argv[2]
 pubs = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
@@ -56,7 +56,6 @@ hub = GooseHub(GooseConfig(publishers=pubs), keys=load_keys(keyfile))
 hub.set_utc_offset(time.time_ns() - time.monotonic_ns())
 hub.set_time_quality(time_quality(accuracy=10))  # a protection IED's clock: synchronised
 sock = RawSocket(iface, timestamps=False)
-GOOD = BitString.from_bits("0000000000000")
 held = {"prot": False}
 captured = []
 

@@ -22,19 +22,18 @@ pytestmark = pytest.mark.root
 
 PEER = """
 import sys, time
-from tests.gates.peer import serve, substation
+from tests.gates.peer import GOOD, serve, substation
 from goosectl.controller.config.goose import GooseConfig
 from goosectl.controller.demo.scenario import CILO, PROT, SCADA, publishers_config
 from goosectl.controller.goose.hub import GooseHub
 from goosectl.protocols.ethernet.rawsock import RawSocket
-from goosectl.protocols.goose import BitString, Boolean
+from goosectl.protocols.goose import Boolean
 from tests.support.prp_sender import LAN_ID, trailer
 
 pubs = [p for p in publishers_config().publishers if p.name in ("prot-A", CILO, SCADA)]
 hub = GooseHub(GooseConfig(publishers=pubs))
 hub.set_utc_offset(time.time_ns() - time.monotonic_ns())
 socks = {side: RawSocket(iface, timestamps=False) for side, iface in (("A", "ta"), ("B", "tb"))}
-GOOD = BitString.from_bits("0000000000000")
 seq = 0
 
 def send(effects, gap_s=0.0):
