@@ -46,6 +46,9 @@ transitions:
 
 #: writer mode, flushing iterations: the append must stay far below a frame's budget
 BUDGET_FLUSH_P99_US = 200.0
+#: step mode: how far the syncer's commit p50 may sit above the inline fsync's before it is a
+#: defect rather than noise (both cost the same where the disk's fsync is nearly free)
+SYNCER_NOISE_ROOM = 1.25
 
 
 def paced_loop(journal: Journal, table: Table, seconds: float, enough=lambda: True):
@@ -178,4 +181,13 @@ def test_step_journal_commit_on_the_loop_fsync_inline_vs_thread(benchmark, tmp_p
     ratio(out["thread"], out["inline"])
     benchmark.extra_info.update({k: v.as_dict() for k, v in out.items()})
     benchmark.pedantic(lambda: None, rounds=1)
-    assert out["thread"].p50 < out["inline"].p50, (out["thread"].as_dict(), out["inline"].as_dict())
+    numbers = (out["thread"].as_dict(), out["inline"].as_dict(), out["lag"].as_dict())
+    # the syncer must never cost the loop: asserted with room for the host's noise, since
+    # where the disk's fsync is nearly free (a write cache, an overlay) both commits cost
+    # the same and their p50s fall either side of each other
+    assert out["thread"].p50 < out["inline"].p50 * SYNCER_NOISE_ROOM, numbers
+    # the gain, which only a disk whose fsync costs something can show: a budget
+    check_budget(
+        out["thread"].p50 < out["inline"].p50,
+        f"the syncer's commit p50 not below the inline fsync's (thread, inline, lag): {numbers}",
+    )
