@@ -80,13 +80,30 @@ def free_port() -> int:
     return port
 
 
-def wait_port(port: int, timeout_s: float = 30.0) -> None:
+def wait_port(
+    port: int,
+    timeout_s: float = 30.0,
+    proc: subprocess.Popen[bytes] | None = None,
+    name: str = "",
+    log: Path | None = None,
+) -> None:
+    """Until 127.0.0.1:`port` accepts a connection. With `proc`, the process meant to
+    listen there: its exit first is an error that says `name` and quotes the last lines
+    of its `log` (a port taken, a bad config), instead of a wait to the timeout."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
+        if proc is not None and proc.poll() is not None:
+            lines = log.read_text(errors="replace").strip().splitlines()[-3:] if log else []
+            tail = "\n".join(lines)
+            raise RuntimeError(
+                f"{name or 'the process'} exited (code {proc.returncode}) before 127.0.0.1:{port} "
+                f"listened; {log} ends:\n{tail}"
+            )
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
             return
         time.sleep(0.05)
-    raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
+    who = f"{name}: " if name else ""
+    raise TimeoutError(f"{who}nothing listens on 127.0.0.1:{port} after {timeout_s:g} s")
 
 
 def mqtt_roundtrip(
@@ -182,27 +199,15 @@ class NatsCluster:
             log.close()
         try:
             for n in names:
-                self._wait_node(n)
+                wait_port(
+                    self.mqtt[n],
+                    proc=self.procs[n],
+                    name=f"NATS node {n}",
+                    log=self.root / f"{n}.log",
+                )
         except BaseException:
             self.stop()  # no node left running after a start that failed
             raise
-
-    def _wait_node(self, name: str) -> None:
-        """Until the node's MQTT port answers; a node that exits first is an error that
-        names it and quotes its log's last lines (a port taken, a bad config)."""
-        proc, port = self.procs[name], self.mqtt[name]
-        deadline = time.monotonic() + 30.0
-        while time.monotonic() < deadline:
-            if proc.poll() is not None:
-                tail = "\n".join(self.log(name).strip().splitlines()[-3:])
-                raise RuntimeError(
-                    f"NATS node {name} exited (code {proc.returncode}) before 127.0.0.1:{port} "
-                    f"listened; {self.root / f'{name}.log'} ends:\n{tail}"
-                )
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.5):
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"NATS node {name}: nothing listens on 127.0.0.1:{port} after 30 s")
 
     def ready(self, login: dict[str, str] | None = None, ca_file: Path | None = None) -> None:
         """Every running node serves MQTT (the cluster has elected its leaders); `ca_file`

@@ -68,7 +68,7 @@ class Mosquitto:
         self.log_path = root / "mosquitto.log"
         log = open(self.log_path, "ab")  # noqa: SIM115 - the process keeps it
         self.proc = subprocess.Popen([MOSQUITTO, "-c", str(conf)], stdout=log, stderr=log)
-        wait_port(self.port)
+        wait_port(self.port, proc=self.proc, name="mosquitto", log=self.log_path)
 
     def stop(self) -> None:
         self.proc.terminate()
